@@ -1,0 +1,126 @@
+"""Predictions of the cost model next to every public anchor, as one tidy table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from adsl.perf.calibrate import mean_context
+from adsl.perf.cost import gpu_op_cost, pass_cost, pim_op_cost
+from adsl.perf.hardware import HardwareCatalogue, gpu_only_system
+from adsl.perf.models import ModelCatalogue
+from adsl.perf.operators import FC_LAYER_OPS, Op, decoder_ops
+
+COLUMNS = ["anchor", "point", "metric", "measured", "predicted", "rel_error", "use", "source"]
+
+
+def _row(anchor, point, metric, measured, predicted, use, source):
+    return dict(
+        anchor=anchor,
+        point=point,
+        metric=metric,
+        measured=float(measured),
+        predicted=float(predicted),
+        rel_error=float(predicted) / float(measured) - 1.0,
+        use=use,
+        source=source,
+    )
+
+
+def gpt_fast(anchors: pd.DataFrame, models: ModelCatalogue, hw: HardwareCatalogue) -> list[dict]:
+    runtime = hw.runtimes["gpt-fast"]
+    out = []
+    for r in anchors.itertuples():
+        system = gpu_only_system(hw.gpus[r.gpu], int(r.tp), runtime)
+        t = pass_cost(models.model(r.model), system, r.batch, 1, mean_context(r)).total_time_s
+        out.append(_row("gpt-fast", f"{r.model} TP{r.tp}", "tokens_per_s", r.tokens_per_s, r.batch / t, r.use, r.source))
+    return out
+
+
+def attacc_gpu(anchors: pd.DataFrame, models: ModelCatalogue, hw: HardwareCatalogue) -> list[dict]:
+    runtime = hw.runtimes["attacc"]
+    out = []
+    for r in anchors.itertuples():
+        system = gpu_only_system(hw.gpus[r.gpu], int(r.gpus), runtime)
+        cost = pass_cost(models.model(r.model), system, r.batch, 1, r.input_len + r.output_len / 2.0)
+        by = cost.time_by("cls")
+        parts = {
+            "ms_per_token": cost.total_time_s,
+            "fc_ms": by["fc"],
+            "allreduce_ms": by["allreduce"],
+            "attention_ms": by["attention"] + by["softmax"],
+            "act_norm_ms": by["act"] + by["norm"],
+        }
+        for metric, pred in parts.items():
+            use = "validate" if metric == "ms_per_token" else "component"
+            out.append(_row("AttAcc GPU", f"{r.model} x{r.gpus}", metric, getattr(r, metric), pred * 1e3, use, r.source))
+    return out
+
+
+def vidur(anchors: pd.DataFrame, models: ModelCatalogue, hw: HardwareCatalogue) -> list[dict]:
+    out = []
+    for r in anchors.itertuples():
+        system = gpu_only_system(hw.gpus[r.gpu], int(r.tp), hw.runtimes["attacc"])
+        cost = pass_cost(models.model(r.model), system, r.tokens, 1, 0)
+        t = sum(cost.time_s[n] for n in FC_LAYER_OPS if n in cost.time_s) / models.model(r.model).layers
+        out.append(_row("Vidur MLP", f"{r.model} TP{r.tp} {r.tokens} tok", "time_ms", r.time_ms, t * 1e3, "validate", r.source))
+    return out
+
+
+def llmcompass(anchors: pd.DataFrame, hw: HardwareCatalogue) -> list[dict]:
+    out = []
+    for r in anchors.itertuples():
+        m, n, k = (np.asarray(float(v)) for v in (r.m, r.n, r.k))
+        stream = n * k * 2.0
+        op = Op("gemm", "fc", m, n, k, 1.0, stream + (m * k + m * n) * 2.0, stream, 2 * m * n * k, 1)
+        t, _ = gpu_op_cost(op, hw.gpus[r.gpu], hw.runtimes["attacc"])
+        out.append(_row("LLMCompass GEMM", f"M={r.m}", "tflops", r.tflops, op.flops / t / 1e12, "validate", r.source))
+    return out
+
+
+def pim_effective_bandwidth(hw: HardwareCatalogue, pim_name: str = "HBM3-PIM", kv_tokens: int = 4096) -> float:
+    """Bytes of K per stack divided by the time to score one query against them (one unit per stack)."""
+    pim = hw.pims[pim_name]
+    model_head_dim, dt = 128.0, 2.0
+    ctx = np.asarray(float(kv_tokens))
+    stream = ctx * model_head_dim * dt
+    op = Op("attn_score", "attention", np.asarray(1.0), ctx, np.asarray(model_head_dim), np.asarray(1.0), stream, stream, 2 * ctx * model_head_dim, 1)
+    t, _ = pim_op_cost(op, pim, 1)
+    return float(stream / (t - pim.call_fixed_s))
+
+
+def pim_attention(anchors: pd.DataFrame, hw: HardwareCatalogue) -> list[dict]:
+    out = []
+    for r in anchors.itertuples():
+        pim = hw.pims[r.pim]
+        value = pim_effective_bandwidth(hw, r.pim) if r.quantity == "effective_bw_per_stack" else pim.call_fixed_s
+        mid = np.sqrt(r.low * r.high)
+        row = _row("AttAcc PIM", r.quantity, r.unit, mid, value, "range", r.source)
+        row.update(low=r.low, high=r.high)
+        out.append(row)
+    return out
+
+
+def validation_table(anchors_dir: str | Path, models: ModelCatalogue, hw: HardwareCatalogue) -> pd.DataFrame:
+    d = Path(anchors_dir)
+
+    def read(name):
+        path = d / name
+        if not path.is_file():
+            raise FileNotFoundError(f"anchor table missing: {path}")
+        return pd.read_csv(path)
+
+    rows = (
+        gpt_fast(read("gpu_decode.csv"), models, hw)
+        + attacc_gpu(read("attacc_gpu.csv"), models, hw)
+        + vidur(read("vidur_mlp.csv"), models, hw)
+        + llmcompass(read("llmcompass_gemm.csv"), hw)
+        + pim_attention(read("pim_attention.csv"), hw)
+    )
+    df = pd.DataFrame(rows)
+    for col in ("low", "high"):
+        if col not in df:
+            df[col] = np.nan
+    return df[COLUMNS + ["low", "high"]]
