@@ -98,8 +98,9 @@ def catalogue_schema(part: str) -> dict:
 
 
 def resolve(path: str | Path, base: str | Path | None = None) -> Path:
-    """Relative paths are taken from ``base`` (the working directory of the workflow by default)."""
+    """An input path: absolute as given; relative ones from the working directory when the file is
+    there, else from ``base`` (the workflow's own folder, where the committed inputs live)."""
     path = Path(path)
-    if path.is_absolute() or base is None:
+    if path.is_absolute() or base is None or path.exists():
         return path
     return Path(base) / path

@@ -40,7 +40,9 @@ class Op:
 
 def _fc(name, tokens, n, k, dt, repeat):
     stream = n * k * dt
-    return Op(name, "fc", tokens, n, k, 1.0, stream + (tokens * k + tokens * n) * dt, stream, 2.0 * tokens * n * k, repeat)
+    return Op(
+        name, "fc", tokens, n, k, 1.0, stream + (tokens * k + tokens * n) * dt, stream, 2.0 * tokens * n * k, repeat
+    )
 
 
 def _elementwise(name, cls, elems, dt, rw, flops_per_elem, repeat, m, n):
@@ -61,14 +63,36 @@ def decoder_ops(model: ModelSpec, n_req, q, ctx, tp: int = 1, pp: int = 1) -> li
 
     def attn(name, n, k):
         stream = units * kv_len * hd * dt
-        return Op(name, "attention", mq, n, k, units, stream + units * (mq * k + mq * n) * dt, stream, 2.0 * mq * n * k * units, L)
+        return Op(
+            name,
+            "attention",
+            mq,
+            n,
+            k,
+            units,
+            stream + units * (mq * k + mq * n) * dt,
+            stream,
+            2.0 * mq * n * k * units,
+            L,
+        )
 
     ffn = model.ffn_dim / tp
     ops = [
         _elementwise("norm_attn", "norm", tokens * d, dt, 3.0, NORM_FLOPS_PER_ELEM, L, tokens, d),
         _fc("qkv", tokens, (model.q_dim + 2 * model.kv_dim) / tp, d, dt, L),
         attn("attn_score", kv_len, hd),
-        Op("softmax", "softmax", mq, kv_len, 1.0, units, 2.0 * units * mq * kv_len * dt, 0.0 * units, SOFTMAX_FLOPS_PER_ELEM * units * mq * kv_len, L),
+        Op(
+            "softmax",
+            "softmax",
+            mq,
+            kv_len,
+            1.0,
+            units,
+            2.0 * units * mq * kv_len * dt,
+            0.0 * units,
+            SOFTMAX_FLOPS_PER_ELEM * units * mq * kv_len,
+            L,
+        ),
         attn("attn_context", hd, kv_len),
         _fc("out_proj", tokens, d, model.q_dim / tp, dt, L),
         Op("allreduce_attn", "allreduce", tokens, d, 1.0, 1.0, tokens * d * dt, 0.0 * tokens, tokens * d, L),
@@ -78,14 +102,18 @@ def decoder_ops(model: ModelSpec, n_req, q, ctx, tp: int = 1, pp: int = 1) -> li
     if model.gated_ffn:
         ops.append(_fc("ffn_gate", tokens, ffn, d, dt, L))
     ops += [
-        _elementwise("act", "act", tokens * ffn, dt, 3.0 if model.gated_ffn else 2.0, ACT_FLOPS_PER_ELEM, L, tokens, ffn),
+        _elementwise(
+            "act", "act", tokens * ffn, dt, 3.0 if model.gated_ffn else 2.0, ACT_FLOPS_PER_ELEM, L, tokens, ffn
+        ),
         _fc("ffn_down", tokens, d, ffn, dt, L),
         Op("allreduce_ffn", "allreduce", tokens, d, 1.0, 1.0, tokens * d * dt, 0.0 * tokens, tokens * d, L),
         _elementwise("final_norm", "norm", tokens * d, dt, 2.0, NORM_FLOPS_PER_ELEM, 1, tokens, d),
         _fc("lm_head", tokens, model.vocab / tp, d, dt, 1),
     ]
     if pp > 1:
-        ops.append(Op("stage_transfer", "transfer", tokens, d, 1.0, 1.0, tokens * d * dt, 0.0 * tokens, 0.0 * tokens, pp - 1))
+        ops.append(
+            Op("stage_transfer", "transfer", tokens, d, 1.0, 1.0, tokens * d * dt, 0.0 * tokens, 0.0 * tokens, pp - 1)
+        )
     return ops
 
 

@@ -11,7 +11,7 @@ from adsl.perf.calibrate import mean_context
 from adsl.perf.cost import gpu_op_cost, pass_cost, pim_op_cost
 from adsl.perf.hardware import HardwareCatalogue, gpu_only_system
 from adsl.perf.models import ModelCatalogue
-from adsl.perf.operators import FC_LAYER_OPS, Op, decoder_ops
+from adsl.perf.operators import FC_LAYER_OPS, Op
 
 COLUMNS = ["anchor", "point", "metric", "measured", "predicted", "rel_error", "use", "source"]
 
@@ -35,7 +35,9 @@ def gpt_fast(anchors: pd.DataFrame, models: ModelCatalogue, hw: HardwareCatalogu
     for r in anchors.itertuples():
         system = gpu_only_system(hw.gpus[r.gpu], int(r.tp), runtime)
         t = pass_cost(models.model(r.model), system, r.batch, 1, mean_context(r)).total_time_s
-        out.append(_row("gpt-fast", f"{r.model} TP{r.tp}", "tokens_per_s", r.tokens_per_s, r.batch / t, r.use, r.source))
+        out.append(
+            _row("gpt-fast", f"{r.model} TP{r.tp}", "tokens_per_s", r.tokens_per_s, r.batch / t, r.use, r.source)
+        )
     return out
 
 
@@ -55,7 +57,9 @@ def attacc_gpu(anchors: pd.DataFrame, models: ModelCatalogue, hw: HardwareCatalo
         }
         for metric, pred in parts.items():
             use = "validate" if metric == "ms_per_token" else "component"
-            out.append(_row("AttAcc GPU", f"{r.model} x{r.gpus}", metric, getattr(r, metric), pred * 1e3, use, r.source))
+            out.append(
+                _row("AttAcc GPU", f"{r.model} x{r.gpus}", metric, getattr(r, metric), pred * 1e3, use, r.source)
+            )
     return out
 
 
@@ -65,7 +69,9 @@ def vidur(anchors: pd.DataFrame, models: ModelCatalogue, hw: HardwareCatalogue) 
         system = gpu_only_system(hw.gpus[r.gpu], int(r.tp), hw.runtimes["attacc"])
         cost = pass_cost(models.model(r.model), system, r.tokens, 1, 0)
         t = sum(cost.time_s[n] for n in FC_LAYER_OPS if n in cost.time_s) / models.model(r.model).layers
-        out.append(_row("Vidur MLP", f"{r.model} TP{r.tp} {r.tokens} tok", "time_ms", r.time_ms, t * 1e3, "validate", r.source))
+        out.append(
+            _row("Vidur MLP", f"{r.model} TP{r.tp} {r.tokens} tok", "time_ms", r.time_ms, t * 1e3, "validate", r.source)
+        )
     return out
 
 
@@ -86,7 +92,18 @@ def pim_effective_bandwidth(hw: HardwareCatalogue, pim_name: str = "HBM3-PIM", k
     model_head_dim, dt = 128.0, 2.0
     ctx = np.asarray(float(kv_tokens))
     stream = ctx * model_head_dim * dt
-    op = Op("attn_score", "attention", np.asarray(1.0), ctx, np.asarray(model_head_dim), np.asarray(1.0), stream, stream, 2 * ctx * model_head_dim, 1)
+    op = Op(
+        "attn_score",
+        "attention",
+        np.asarray(1.0),
+        ctx,
+        np.asarray(model_head_dim),
+        np.asarray(1.0),
+        stream,
+        stream,
+        2 * ctx * model_head_dim,
+        1,
+    )
     t, _ = pim_op_cost(op, pim, 1)
     return float(stream / (t - pim.call_fixed_s))
 

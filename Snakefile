@@ -1,0 +1,25 @@
+# adsl: SADDLE reproduction workflow. `snakemake --cores N` renders every figure.
+from snakemake.utils import min_version
+
+from adsl.workspace import load_workspace
+
+min_version("9.19")
+
+
+configfile: "config/config.yaml"
+
+
+# Validates the configuration against config/schema.yaml (filling defaults) and the catalogues
+# against config/catalogue.schema.yaml; a bad value stops here, before any job is scheduled.
+WS = load_workspace(config, base=workflow.basedir)
+config.update(WS.config)
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/costmodel.smk"
+include: "workflow/rules/figures.smk"
+
+
+rule all:
+    input:
+        figure_outputs(FIGURE_NAMES),

@@ -1,0 +1,44 @@
+"""Predicted vs measured for every public anchor of the cost model."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import matplotlib.ticker as mticker
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from adsl.perf.validation import validation_table
+from adsl.workspace import Workspace
+
+
+def anchors_table(ws: Workspace) -> pd.DataFrame:
+    return validation_table(ws.path(ws.config["anchors_dir"]), ws.models, ws.hardware)
+
+
+def validation_gpu(ws: Workspace, df: pd.DataFrame):
+    del ws  # everything is in the table
+    df = df.assign(ratio=df.predicted / df.measured, label=df.anchor + ": " + df.point + " " + df.metric)
+    fig, ax = plt.subplots(figsize=(7.0, 0.28 * len(df) + 1.2))
+    ax.axvspan(0.8, 1.2, color="0.9", zorder=0, label="±20 %")
+    ax.axvline(1.0, color="0.3", lw=1)
+    ranged = df.dropna(subset=["low", "high"])
+    y = {lab: i for i, lab in enumerate(df.label)}
+    for r in ranged.itertuples():
+        ax.plot([r.low / r.measured, r.high / r.measured], [y[r.label]] * 2, color="0.5", lw=4, alpha=0.5)
+    sns.scatterplot(data=df, x="ratio", y="label", hue="use", style="anchor", s=60, ax=ax, zorder=5)
+    ax.set(
+        xscale="log",
+        xlabel="predicted / measured (grey bars: published range)",
+        ylabel="",
+        title="Cost model against public measurements",
+    )
+    spread = np.concatenate([df.ratio, 1 / df.ratio, ranged.high / ranged.measured, ranged.measured / ranged.low])
+    lim = max(1.6, float(np.nanmax(spread)) * 1.15)
+    ax.set_xlim(1 / lim, lim)
+    ticks = [t for t in (0.1, 0.25, 0.5, 0.8, 1.0, 1.25, 2.0, 4.0, 10.0) if 1 / lim <= t <= lim]
+    ax.xaxis.set_major_locator(mticker.FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(mticker.FixedFormatter([f"{t:g}" for t in ticks]))
+    ax.xaxis.set_minor_locator(mticker.NullLocator())
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return fig, df

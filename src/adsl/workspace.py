@@ -1,0 +1,43 @@
+"""The validated configuration together with the catalogues it names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from adsl.config import load_config, resolve
+from adsl.errors import ConfigError
+from adsl.perf.hardware import HardwareCatalogue, load_hardware
+from adsl.perf.models import ModelCatalogue, load_models
+
+
+@dataclass(frozen=True)
+class Workspace:
+    config: dict
+    models: ModelCatalogue
+    hardware: HardwareCatalogue
+    base: Path
+
+    def path(self, p: str | Path) -> Path:
+        return resolve(p, self.base)
+
+
+def _check_refs(cfg: dict, file: str, models: ModelCatalogue, hw: HardwareCatalogue) -> None:
+    roof = cfg["roofline"]
+    if roof["system"] not in hw.systems:
+        raise ConfigError(file, "roofline.system", f"unknown system {roof['system']!r}; known: {sorted(hw.systems)}")
+    if hw.systems[roof["system"]].pim is None:
+        raise ConfigError(file, "roofline.system", f"system {roof['system']!r} has no PIM stacks to draw")
+    if roof["pair"] not in models.pairs:
+        raise ConfigError(file, "roofline.pair", f"unknown pair {roof['pair']!r}; known: {sorted(models.pairs)}")
+
+
+def load_workspace(config: dict | str | Path, base: str | Path = ".", file: str = "config/config.yaml") -> Workspace:
+    """Validate everything a run needs, before any work starts."""
+    if not isinstance(config, dict):
+        file = str(config)
+    cfg = load_config(config, file)
+    models = load_models(resolve(cfg["catalogues"]["models"], base))
+    hw = load_hardware(resolve(cfg["catalogues"]["hardware"], base))
+    _check_refs(cfg, file, models, hw)
+    return Workspace(cfg, models, hw, Path(base))

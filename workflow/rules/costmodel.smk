@@ -1,0 +1,24 @@
+rule roofline_points:
+    input:
+        catalogue_inputs(),
+    output:
+        csv="results/costmodel/roofline_points.csv",
+    params:
+        name="roofline_points",
+        basedir=BASEDIR,
+        settings=config["roofline"],
+    script:
+        "../scripts/table.py"
+
+
+rule validation_table:
+    input:
+        catalogue_inputs(),
+        anchor_inputs(),
+    output:
+        csv="results/costmodel/validation.csv",
+    params:
+        name="validation",
+        basedir=BASEDIR,
+    script:
+        "../scripts/table.py"

@@ -1,0 +1,3 @@
+from adsl.workflow import figure
+
+figure(snakemake)  # noqa: F821 (injected by Snakemake)

@@ -1,0 +1,3 @@
+from adsl.workflow import table
+
+table(snakemake)  # noqa: F821 (injected by Snakemake)
