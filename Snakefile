@@ -1,4 +1,6 @@
 # adsl: SADDLE reproduction workflow. `snakemake --cores N` renders every figure.
+import os
+
 from snakemake.utils import min_version
 
 from adsl.workspace import load_workspace
@@ -6,12 +8,17 @@ from adsl.workspace import load_workspace
 min_version("9.19")
 
 
-configfile: "config/config.yaml"
+# The default configuration ships with the workflow; `--configfile` layers a user's file on top.
+configfile: os.path.join(workflow.basedir, "config", "config.yaml")
 
 
 # Validates the configuration against config/schema.yaml (filling defaults) and the catalogues
 # against config/catalogue.schema.yaml; a bad value stops here, before any job is scheduled.
-WS = load_workspace(config, base=workflow.basedir)
+WS = load_workspace(
+    config,
+    base=workflow.basedir,
+    file=" + ".join(map(str, workflow.configfiles)) or "config",
+)
 config.update(WS.config)
 
 
