@@ -3,13 +3,12 @@ import pytest
 
 from adsl.perf.cost import allreduce_cost, default_mapping, gpu_op_cost, pass_cost, pim_op_cost
 from adsl.perf.hardware import gpu_only_system
-from adsl.perf.operators import Op, decoder_ops
+from adsl.perf.operators import Op, attention, decoder_ops
+from adsl.perf.operators import gemm as gemm_op
 
 
 def gemm(m, n=4096.0, k=4096.0):
-    m = np.asarray(m, dtype=float)
-    stream = n * k * 2.0
-    return Op("g", "fc", m, n, k, 1.0, stream + (m * k + m * n) * 2.0, stream, 2 * m * n * k, 1)
+    return gemm_op("g", np.asarray(float(m)), n, k, 2.0)
 
 
 def test_gpu_roofline_regimes(hw):
@@ -38,9 +37,7 @@ def test_allreduce(hw):
 
 
 def _attn(hw_pim, ctx, m=1.0, units=1.0):
-    ctx = np.asarray(float(ctx))
-    stream = units * ctx * 128 * 2.0
-    op = Op("attn_score", "attention", np.asarray(m), ctx, np.asarray(128.0), units, stream, stream, 2 * m * ctx * 128 * units, 1)
+    op = attention("attn_score", np.asarray(float(m)), np.asarray(float(ctx)), 128.0, np.asarray(units), 2.0)
     return pim_op_cost(op, hw_pim, 1)
 
 
@@ -66,9 +63,7 @@ def test_pim_multi_query_verification(hw):
 
 def test_pim_heads_spread_over_stacks(hw):
     pim = hw.pims["HBM3-PIM"]
-    ctx = np.asarray(1024.0)
-    stream = 10 * ctx * 128 * 2.0
-    op = Op("attn_score", "attention", np.asarray(1.0), ctx, np.asarray(128.0), np.asarray(10.0), stream, stream, 2 * ctx * 128 * 10, 1)
+    op = attention("attn_score", np.asarray(1.0), np.asarray(1024.0), 128.0, np.asarray(10.0), 2.0)
     t5, _ = pim_op_cost(op, pim, 5)
     t10, _ = pim_op_cost(op, pim, 10)
     t4, _ = pim_op_cost(op, pim, 4)  # ceil(10 / 4) = 3 units on the busiest stack
@@ -102,8 +97,23 @@ def test_default_mapping_and_checks(hw, models):
 
 def test_operator_set(models):
     names = [op.name for op in decoder_ops(models.model("Llama-3.1-70B"), 2, 3, 100, tp=8, pp=2)]
-    for n in ("qkv", "attn_score", "softmax", "attn_context", "out_proj", "ffn_up", "ffn_gate", "act",
-              "ffn_down", "norm_attn", "norm_ffn", "allreduce_attn", "allreduce_ffn", "lm_head", "stage_transfer"):
+    for n in (
+        "qkv",
+        "attn_score",
+        "softmax",
+        "attn_context",
+        "out_proj",
+        "ffn_up",
+        "ffn_gate",
+        "act",
+        "ffn_down",
+        "norm_attn",
+        "norm_ffn",
+        "allreduce_attn",
+        "allreduce_ffn",
+        "lm_head",
+        "stage_transfer",
+    ):
         assert n in names
     opt = [op.name for op in decoder_ops(models.model("OPT-66B"), 2, 3, 100)]
     assert "ffn_gate" not in opt and "stage_transfer" not in opt

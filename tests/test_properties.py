@@ -46,7 +46,8 @@ def test_more_pes_never_slower(models, hw, p, factor):
     s = hw.system(p["system"])
     if s.pim is None:
         return
-    more = dataclasses.replace(s, pim=dataclasses.replace(s.pim, flop_per_internal_byte=s.pim.flop_per_internal_byte * factor))
+    pim = dataclasses.replace(s.pim, flop_per_internal_byte=s.pim.flop_per_internal_byte * factor)
+    more = dataclasses.replace(s, pim=pim)
     for mapping in ({}, {"fc": "pim"} if s.weights_in == "pim" else {}):
         assert cost(models, hw, p, more, mapping=mapping).total_time_s <= cost(
             models, hw, p, mapping=mapping

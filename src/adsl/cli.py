@@ -58,7 +58,8 @@ def cmd_cost(args) -> int:
     from adsl.perf.cost import pass_cost
 
     ws = _ws(args)
-    cost = pass_cost(ws.models.model(args.model), ws.hardware.system(args.system), args.batch, args.tokens, args.context)
+    model, system = ws.models.model(args.model), ws.hardware.system(args.system)
+    cost = pass_cost(model, system, args.batch, args.tokens, args.context)
     rows = [(n, float(cost.time_s[n]) * 1e3, float(cost.energy_j[n]), cost.device[n]) for n in cost.time_s]
     df = pd.DataFrame(rows, columns=["operator", "time_ms", "energy_j", "device"])
     print(df.to_string(index=False))

@@ -38,11 +38,20 @@ class Op:
         return self.flops / self.bytes
 
 
-def _fc(name, tokens, n, k, dt, repeat):
+def gemm(name, tokens, n, k, dt, repeat=1) -> Op:
+    """(tokens x k) @ (k x n) against a memory-resident weight matrix."""
     stream = n * k * dt
-    return Op(
-        name, "fc", tokens, n, k, 1.0, stream + (tokens * k + tokens * n) * dt, stream, 2.0 * tokens * n * k, repeat
-    )
+    moved = stream + (tokens * k + tokens * n) * dt
+    return Op(name, "fc", tokens, n, k, 1.0, moved, stream, 2.0 * tokens * n * k, repeat)
+
+
+def attention(name, queries, kv_len, head_dim, units, dt, repeat=1) -> Op:
+    """One attention half (``attn_score``: Q K^T, ``attn_context``: P V) over ``units`` (request, KV
+    head) pairs, each with ``queries`` query vectors against ``kv_len`` cached tokens."""
+    n, k = (kv_len, head_dim) if name == "attn_score" else (head_dim, kv_len)
+    stream = units * kv_len * head_dim * dt
+    moved = stream + units * (queries * k + queries * n) * dt
+    return Op(name, "attention", queries, n, k, units, moved, stream, 2.0 * queries * n * k * units, repeat)
 
 
 def _elementwise(name, cls, elems, dt, rw, flops_per_elem, repeat, m, n):
@@ -61,26 +70,11 @@ def decoder_ops(model: ModelSpec, n_req, q, ctx, tp: int = 1, pp: int = 1) -> li
     units = n_req * model.kv_heads / tp  # (request, KV head) pairs on this shard
     mq = q * group  # query vectors that share one K/V head
 
-    def attn(name, n, k):
-        stream = units * kv_len * hd * dt
-        return Op(
-            name,
-            "attention",
-            mq,
-            n,
-            k,
-            units,
-            stream + units * (mq * k + mq * n) * dt,
-            stream,
-            2.0 * mq * n * k * units,
-            L,
-        )
-
     ffn = model.ffn_dim / tp
     ops = [
         _elementwise("norm_attn", "norm", tokens * d, dt, 3.0, NORM_FLOPS_PER_ELEM, L, tokens, d),
-        _fc("qkv", tokens, (model.q_dim + 2 * model.kv_dim) / tp, d, dt, L),
-        attn("attn_score", kv_len, hd),
+        gemm("qkv", tokens, (model.q_dim + 2 * model.kv_dim) / tp, d, dt, L),
+        attention("attn_score", mq, kv_len, hd, units, dt, L),
         Op(
             "softmax",
             "softmax",
@@ -93,22 +87,22 @@ def decoder_ops(model: ModelSpec, n_req, q, ctx, tp: int = 1, pp: int = 1) -> li
             SOFTMAX_FLOPS_PER_ELEM * units * mq * kv_len,
             L,
         ),
-        attn("attn_context", hd, kv_len),
-        _fc("out_proj", tokens, d, model.q_dim / tp, dt, L),
+        attention("attn_context", mq, kv_len, hd, units, dt, L),
+        gemm("out_proj", tokens, d, model.q_dim / tp, dt, L),
         Op("allreduce_attn", "allreduce", tokens, d, 1.0, 1.0, tokens * d * dt, 0.0 * tokens, tokens * d, L),
         _elementwise("norm_ffn", "norm", tokens * d, dt, 3.0, NORM_FLOPS_PER_ELEM, L, tokens, d),
-        _fc("ffn_up", tokens, ffn, d, dt, L),
+        gemm("ffn_up", tokens, ffn, d, dt, L),
     ]
     if model.gated_ffn:
-        ops.append(_fc("ffn_gate", tokens, ffn, d, dt, L))
+        ops.append(gemm("ffn_gate", tokens, ffn, d, dt, L))
     ops += [
         _elementwise(
             "act", "act", tokens * ffn, dt, 3.0 if model.gated_ffn else 2.0, ACT_FLOPS_PER_ELEM, L, tokens, ffn
         ),
-        _fc("ffn_down", tokens, d, ffn, dt, L),
+        gemm("ffn_down", tokens, d, ffn, dt, L),
         Op("allreduce_ffn", "allreduce", tokens, d, 1.0, 1.0, tokens * d * dt, 0.0 * tokens, tokens * d, L),
         _elementwise("final_norm", "norm", tokens * d, dt, 2.0, NORM_FLOPS_PER_ELEM, 1, tokens, d),
-        _fc("lm_head", tokens, model.vocab / tp, d, dt, 1),
+        gemm("lm_head", tokens, model.vocab / tp, d, dt, 1),
     ]
     if pp > 1:
         ops.append(

@@ -11,7 +11,7 @@ from adsl.perf.calibrate import mean_context
 from adsl.perf.cost import gpu_op_cost, pass_cost, pim_op_cost
 from adsl.perf.hardware import HardwareCatalogue, gpu_only_system
 from adsl.perf.models import ModelCatalogue
-from adsl.perf.operators import FC_LAYER_OPS, Op
+from adsl.perf.operators import FC_LAYER_OPS, attention, gemm
 
 COLUMNS = ["anchor", "point", "metric", "measured", "predicted", "rel_error", "use", "source"]
 
@@ -78,9 +78,7 @@ def vidur(anchors: pd.DataFrame, models: ModelCatalogue, hw: HardwareCatalogue) 
 def llmcompass(anchors: pd.DataFrame, hw: HardwareCatalogue) -> list[dict]:
     out = []
     for r in anchors.itertuples():
-        m, n, k = (np.asarray(float(v)) for v in (r.m, r.n, r.k))
-        stream = n * k * 2.0
-        op = Op("gemm", "fc", m, n, k, 1.0, stream + (m * k + m * n) * 2.0, stream, 2 * m * n * k, 1)
+        op = gemm("gemm", np.asarray(float(r.m)), float(r.n), float(r.k), 2.0)
         t, _ = gpu_op_cost(op, hw.gpus[r.gpu], hw.runtimes["attacc"])
         out.append(_row("LLMCompass GEMM", f"M={r.m}", "tflops", r.tflops, op.flops / t / 1e12, "validate", r.source))
     return out
@@ -89,23 +87,9 @@ def llmcompass(anchors: pd.DataFrame, hw: HardwareCatalogue) -> list[dict]:
 def pim_effective_bandwidth(hw: HardwareCatalogue, pim_name: str = "HBM3-PIM", kv_tokens: int = 4096) -> float:
     """Bytes of K per stack divided by the time to score one query against them (one unit per stack)."""
     pim = hw.pims[pim_name]
-    model_head_dim, dt = 128.0, 2.0
-    ctx = np.asarray(float(kv_tokens))
-    stream = ctx * model_head_dim * dt
-    op = Op(
-        "attn_score",
-        "attention",
-        np.asarray(1.0),
-        ctx,
-        np.asarray(model_head_dim),
-        np.asarray(1.0),
-        stream,
-        stream,
-        2 * ctx * model_head_dim,
-        1,
-    )
+    op = attention("attn_score", np.asarray(1.0), np.asarray(float(kv_tokens)), 128.0, np.asarray(1.0), 2.0)
     t, _ = pim_op_cost(op, pim, 1)
-    return float(stream / (t - pim.call_fixed_s))
+    return float(op.stream_bytes / (t - pim.call_fixed_s))
 
 
 def pim_attention(anchors: pd.DataFrame, hw: HardwareCatalogue) -> list[dict]:

@@ -1,0 +1,81 @@
+"""The real Snakemake DAG: dry run, bad configuration, and a tiny end-to-end run in a temp dir."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--cores", "2"]
+
+
+def run(args, cwd, check=True):
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    res = subprocess.run(SNAKEMAKE + args, cwd=cwd, capture_output=True, text=True, env=env)
+    if check and res.returncode:
+        raise AssertionError(f"snakemake {args} failed:\n{res.stdout}\n{res.stderr}")
+    return res
+
+
+def outputs(folder: Path):
+    return {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and ".snakemake" not in p.parts
+    }
+
+
+def test_dry_run_of_the_real_dag(tmp_path):
+    res = run(["-n", "--quiet", "rules"], tmp_path)
+    text = res.stdout + res.stderr
+    for rule in ("roofline_points", "validation_table", "fig06_roofline", "validation_gpu", "all"):
+        assert rule in text
+    assert outputs(tmp_path) == {}
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "field"),
+    [
+        ("roofline:\n  points: [{batch: 0, draft_length: 1}]\n", "roofline.points.0.batch"),
+        ("roofline:\n  pair: OPT-67B\n", "roofline.pair"),
+        ("roofline:\n  context_len: lots\n", "roofline.context_len"),
+    ],
+)
+def test_bad_config_stops_before_any_job(tmp_path, yaml_text, field):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(yaml_text)
+    res = run(["--configfile", str(cfg)], tmp_path, check=False)
+    assert res.returncode != 0
+    assert field in res.stderr + res.stdout
+    assert not (tmp_path / "results").exists() and not (tmp_path / "figures").exists()
+
+
+def test_bad_catalogue_stops_before_any_job(tmp_path):
+    hw = (ROOT / "config" / "hardware.yaml").read_text().replace("mem_bw_bytes_s: 2039.0e+9", "mem_bw_bytes_s: -5")
+    (tmp_path / "hw.yaml").write_text(hw)
+    res = run(["--config", f"catalogues={{hardware: {tmp_path / 'hw.yaml'}}}"], tmp_path, check=False)
+    assert res.returncode != 0
+    assert "gpus.A100-80GB-SXM.mem_bw_bytes_s" in res.stderr + res.stdout
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.slow
+def test_end_to_end_twice_is_deterministic_and_incremental(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d in (a, b):
+        d.mkdir()
+        run([], d)
+    out_a = outputs(a)
+    assert {"figures/fig06_roofline.pdf", "figures/validation_gpu.pdf", "results/figures/fig06_roofline.csv"} <= set(
+        out_a
+    )
+    assert out_a == outputs(b)
+    again = run(["-n"], a)
+    assert "Nothing to be done" in again.stdout + again.stderr
+    # One figure: only its own chain is rebuilt.
+    one = run(["-n", "figures/fig06_roofline.pdf", "--forceall"], a)
+    text = one.stdout + one.stderr
+    assert "roofline_points" in text and "fig06_roofline" in text
+    assert "validation_table" not in text and "validation_gpu" not in text
