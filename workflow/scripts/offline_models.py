@@ -1,0 +1,3 @@
+from adsl.workflow import offline_models
+
+offline_models(snakemake)  # noqa: F821 (injected by Snakemake)
