@@ -30,4 +30,4 @@ include: "workflow/rules/figures.smk"
 
 rule all:
     input:
-        figure_outputs(FIGURE_NAMES),
+        figure_outputs(default_figures()),

@@ -16,7 +16,8 @@ def _workspace(smk):
 
 
 def table(smk) -> None:
-    write_csv(compute_table(smk.params.name, _workspace(smk)), smk.output.csv)
+    inputs = {k: v for k, v in smk.input.items()}
+    write_csv(compute_table(smk.params.name, _workspace(smk), **inputs), smk.output.csv)
 
 
 def figure(smk) -> None:

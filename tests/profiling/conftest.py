@@ -2,13 +2,12 @@
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-
 VOCAB = 48
 
 
 def tiny_llama(seed: int, layers: int = 2):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
@@ -33,6 +32,8 @@ def tiny_llama(seed: int, layers: int = 2):
 
 def perturbed(model, scale: float, seed: int):
     import copy
+
+    import torch
 
     other = copy.deepcopy(model)
     g = torch.Generator().manual_seed(seed)

@@ -14,7 +14,12 @@ def test_draft_equal_to_target_accepts_everything(target_model):
     m = CausalLM(target_model)
     for greedy in (True, False):
         g = speculative_generate(
-            m, CausalLM(target_model), PROMPT, d=4, max_new_tokens=20, greedy=greedy,
+            m,
+            CausalLM(target_model),
+            PROMPT,
+            d=4,
+            max_new_tokens=20,
+            greedy=greedy,
             generator=torch.Generator().manual_seed(3),
         )
         assert all(s.accepted == s.drafted == 4 and s.emitted == 5 for s in g.steps)

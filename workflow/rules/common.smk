@@ -1,12 +1,36 @@
+import os
+
+import sys
+
+from adsl.config import resolve
 from adsl.figures import FIGURES
 
-FIGURE_NAMES = sorted(FIGURES)
 BASEDIR = workflow.basedir
+# Figures drawn from a measured acceptance profile (stage 1).
+PROFILE_FIGURES = {"fig04a_acceptance_rate", "fig04b_accepted_per_iteration"}
+FIGURE_NAMES = sorted(FIGURES)
+
+
+def resolve_input(path):
+    return resolve(path, BASEDIR)
+
+
+def default_figures():
+    """Every figure; those needing the acceptance profile only once it exists (profiling needs the
+    `profile` extra and hours of CPU time, so `snakemake --cores N` never starts it by itself).
+    """
+    profile = resolve_input(f"data/profiles/{config['profiling']['name']}")
+    if profile.is_dir():
+        return FIGURE_NAMES
+    print(
+        f"adsl: acceptance profile {profile} not found: skipping {sorted(PROFILE_FIGURES)}; "
+        "create it with `snakemake profile_acceptance --cores 2`",
+        file=sys.stderr,
+    )
+    return [n for n in FIGURE_NAMES if n not in PROFILE_FIGURES]
 
 
 def catalogue_inputs():
-    from adsl.config import resolve
-
     return [
         str(resolve(config["catalogues"]["models"], BASEDIR)),
         str(resolve(config["catalogues"]["hardware"], BASEDIR)),
@@ -14,10 +38,23 @@ def catalogue_inputs():
 
 
 def anchor_inputs():
-    from adsl.config import resolve
-
     folder = resolve(config["anchors_dir"], BASEDIR)
     return sorted(str(p) for p in folder.glob("*.csv"))
+
+
+# Where each registered table is written (by rules in costmodel.smk).
+TABLE_PATHS = {
+    "roofline_points": "results/costmodel/roofline_points.csv",
+    "validation": "results/costmodel/validation.csv",
+    "acceptance_vs_length": "results/acceptance/acceptance_vs_length.csv",
+    "accepted_per_iteration": "results/acceptance/accepted_per_iteration.csv",
+}
+
+
+def caption(name):
+    path = os.path.join(BASEDIR, "workflow", "report", f"{name}.rst")
+    with open(path) as fh:
+        return fh.read().strip()
 
 
 def figure_outputs(names):

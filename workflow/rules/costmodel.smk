@@ -22,3 +22,18 @@ rule validation_table:
         basedir=BASEDIR,
     script:
         "../scripts/table.py"
+
+
+rule acceptance_tables:
+    input:
+        anchor_inputs(),
+        profile=PROFILE,
+    output:
+        csv="results/acceptance/{table}.csv",
+    wildcard_constraints:
+        table="acceptance_vs_length|accepted_per_iteration",
+    params:
+        name=lambda wc: wc.table,
+        basedir=BASEDIR,
+    script:
+        "../scripts/table.py"

@@ -1,34 +1,20 @@
-rule fig06_roofline:
+# One rule draws every registered figure (adsl.figures.FIGURES) from its table.
+rule figure:
     input:
-        table="results/costmodel/roofline_points.csv",
+        table=lambda wc: TABLE_PATHS[FIGURES[wc.name][0]],
     output:
         pdf=report(
-            "figures/fig06_roofline.pdf",
-            caption="../report/fig06_roofline.rst",
-            category="Cost model",
+            "figures/{name}.pdf",
+            caption="../report/figure.rst",
+            category="{name}",
         ),
-        png="figures/fig06_roofline.png",
-        csv="results/figures/fig06_roofline.csv",
+        png="figures/{name}.png",
+        csv="results/figures/{name}.csv",
+    wildcard_constraints:
+        name="|".join(FIGURE_NAMES),
     params:
-        name="fig06_roofline",
+        name=lambda wc: wc.name,
         basedir=BASEDIR,
-    script:
-        "../scripts/figure.py"
-
-
-rule validation_gpu:
-    input:
-        table="results/costmodel/validation.csv",
-    output:
-        pdf=report(
-            "figures/validation_gpu.pdf",
-            caption="../report/validation_gpu.rst",
-            category="Cost model",
-        ),
-        png="figures/validation_gpu.png",
-        csv="results/figures/validation_gpu.csv",
-    params:
-        name="validation_gpu",
-        basedir=BASEDIR,
+        caption=lambda wc: caption(wc.name),
     script:
         "../scripts/figure.py"

@@ -1,4 +1,6 @@
 PROFILE = f"data/profiles/{config['profiling']['name']}"
+# The committed profile: in the working directory when it is there, else the workflow's own copy.
+PROFILE_INPUT = str(resolve_input(PROFILE))
 
 
 # Runs only when asked for (`snakemake profile_acceptance --cores 2`) or when its settings change:

@@ -1,6 +1,7 @@
 """Registries of the workflow's tables and figures.
 
-TABLES: name -> function(workspace) -> tidy DataFrame (computed from the configuration).
+TABLES: name -> function(workspace, **inputs) -> tidy DataFrame; ``inputs`` are the named input paths
+of its Snakemake rule (for example ``profile=`` a profile folder).
 FIGURES: name -> (table name, function(workspace, table) -> (matplotlib figure, tidy DataFrame plotted)).
 Adding a figure is one function plus one line here; the Snakemake rules pick it up.
 """
@@ -9,34 +10,44 @@ from __future__ import annotations
 
 import pandas as pd
 
+from adsl.figures.acceptance import (
+    acceptance_table,
+    fig04a_acceptance_rate,
+    fig04b_accepted_per_iteration,
+    per_iteration_table,
+)
 from adsl.figures.common import save_all, style
 from adsl.figures.roofline import fig06_roofline, roofline_table
 from adsl.figures.validation import anchors_table, validation_gpu
 
 TABLES = {
+    "acceptance_vs_length": acceptance_table,
+    "accepted_per_iteration": per_iteration_table,
     "roofline_points": roofline_table,
     "validation": anchors_table,
 }
 
 FIGURES = {
+    "fig04a_acceptance_rate": ("acceptance_vs_length", fig04a_acceptance_rate),
+    "fig04b_accepted_per_iteration": ("accepted_per_iteration", fig04b_accepted_per_iteration),
     "fig06_roofline": ("roofline_points", fig06_roofline),
     "validation_gpu": ("validation", validation_gpu),
 }
 
 
-def compute_table(name: str, ws) -> pd.DataFrame:
+def compute_table(name: str, ws, **inputs) -> pd.DataFrame:
     if name not in TABLES:
         raise KeyError(f"unknown table {name!r}; known: {sorted(TABLES)}")
-    return TABLES[name](ws)
+    return TABLES[name](ws, **inputs)
 
 
-def render(name: str, ws, table: pd.DataFrame | None = None, pdf=None, png=None, csv=None) -> pd.DataFrame:
-    """Draw figure ``name`` (computing its table when not given); save what paths are given."""
+def render(name: str, ws, table: pd.DataFrame | None = None, pdf=None, png=None, csv=None, **inputs) -> pd.DataFrame:
+    """Draw figure ``name`` (computing its table from ``inputs`` when not given); save what paths are given."""
     if name not in FIGURES:
         raise KeyError(f"unknown figure {name!r}; known: {sorted(FIGURES)}")
     table_name, plot = FIGURES[name]
     if table is None:
-        table = compute_table(table_name, ws)
+        table = compute_table(table_name, ws, **inputs)
     style()
     fig, plotted = plot(ws, table)
     if pdf is not None:

@@ -13,7 +13,12 @@ from pathlib import Path
 import pandas as pd
 
 # Spec-Bench proxies for the paper's Dolly categories (../shared/data/README.md).
-SPEC_BENCH_PROXY = {"summarization": "summarization", "qa": "open_qa", "writing": "creative_writing", "roleplay": "creative_writing"}
+SPEC_BENCH_PROXY = {
+    "summarization": "summarization",
+    "qa": "open_qa",
+    "writing": "creative_writing",
+    "roleplay": "creative_writing",
+}
 DOLLY_CATEGORIES = ("summarization", "open_qa", "creative_writing")
 
 

@@ -181,7 +181,9 @@ def speculative_generate(
         for j, (tok, q, p) in enumerate(zip(tokens, qs, ps, strict=False)):
             qt, pt = float(q[tok]), float(p[tok])
             gen.drafts.append(
-                DraftRecord(step, j + 1, qt, pt, min(1.0, pt / qt), float(torch.minimum(p, q).sum()), _entropy(q), j < n_acc)
+                DraftRecord(
+                    step, j + 1, qt, pt, min(1.0, pt / qt), float(torch.minimum(p, q).sum()), _entropy(q), j < n_acc
+                )
             )
         emitted = tokens[:n_acc] + [new_token]
         gen.steps.append(StepRecord(ctx, d, n_acc, len(emitted)))

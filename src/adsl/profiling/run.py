@@ -33,7 +33,9 @@ class RunSpec:
 def build_plan(prompts: pd.DataFrame, runs: list[RunSpec]) -> pd.DataFrame:
     parts = []
     for i, run in enumerate(runs):
-        sel = datasets.select(prompts, run.prompts).assign(run=i, **{k: v for k, v in asdict(run).items() if k != "prompts"})
+        sel = datasets.select(prompts, run.prompts).assign(
+            run=i, **{k: v for k, v in asdict(run).items() if k != "prompts"}
+        )
         parts.append(sel)
     plan = pd.concat(parts, ignore_index=True)
     plan.insert(0, "request_id", range(len(plan)))
@@ -58,7 +60,9 @@ def profile_request(row, draft, target, tokenizer, seed: int, names: tuple[str, 
     from adsl.profiling.loop import speculative_generate, teacher_forced
 
     prompt = encode(tokenizer, list(row.turns))
-    eos = tuple(sorted({i for i in (tokenizer.eos_token_id, getattr(tokenizer, "pad_token_id", None)) if i is not None}))
+    eos = tuple(
+        sorted({i for i in (tokenizer.eos_token_id, getattr(tokenizer, "pad_token_id", None)) if i is not None})
+    )
     gen_seed = seed * 1_000_003 + int(row.request_id)
     t0 = time.perf_counter()
     g = speculative_generate(
@@ -169,6 +173,7 @@ def _progress(total: int, done: int, enabled: bool):
 
         return tqdm(total=total, initial=done, disable=not enabled, unit="request", desc="profiling")
     except ImportError:  # pragma: no cover
+
         class _Null:
             def update(self, n):
                 pass

