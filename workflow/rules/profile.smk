@@ -15,7 +15,6 @@ rule profile_acceptance:
     params:
         settings=config["profiling"],
         basedir=BASEDIR,
-        checkpoints=f"results/profiling/checkpoints/{config['profiling']['name']}",
     script:
         "../scripts/profile.py"
 

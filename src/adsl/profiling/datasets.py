@@ -59,7 +59,13 @@ def dolly(path: str | Path | None = None) -> pd.DataFrame:
     """Dolly-15k from a local JSONL (fields instruction, context, response, category) or, with no path,
     from the hub (needs network)."""
     if path is None:
-        from datasets import load_dataset  # optional; not a dependency of adsl
+        try:
+            from datasets import load_dataset  # optional; not a dependency of adsl
+        except ImportError as exc:
+            raise DatasetError(
+                "Dolly-15k: give the path of a local databricks-dolly-15k.jsonl (profiling.dolly), "
+                "or install the `datasets` package to download it from the hub"
+            ) from exc
 
         rows = list(load_dataset("databricks/databricks-dolly-15k", split="train"))
     else:

@@ -57,8 +57,13 @@ class OfflineModelError(RuntimeError):
     pass
 
 
+def cache_root() -> Path:
+    """Large or slow-to-make files live outside the repository: $ADSL_CACHE or ~/.cache/adsl."""
+    return Path(os.environ.get("ADSL_CACHE", Path.home() / ".cache" / "adsl"))
+
+
 def cache_dir() -> Path:
-    return Path(os.environ.get("ADSL_CACHE", Path.home() / ".cache" / "adsl")) / "gguf"
+    return cache_root() / "gguf"
 
 
 def part_files(spec: SplitGGUF) -> list[Path]:

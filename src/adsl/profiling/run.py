@@ -30,6 +30,14 @@ class RunSpec:
     prompts: dict  # source category -> count (-1: all)
 
 
+def default_checkpoints(name: str) -> Path:
+    """Per-request checkpoints of profile ``name``, outside the repository so they survive a fresh
+    checkout: $ADSL_CACHE/checkpoints/<name> (default ~/.cache/adsl)."""
+    from adsl.profiling.offline_models import cache_root
+
+    return cache_root() / "checkpoints" / name
+
+
 def build_plan(prompts: pd.DataFrame, runs: list[RunSpec]) -> pd.DataFrame:
     parts = []
     for i, run in enumerate(runs):
