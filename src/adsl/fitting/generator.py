@@ -1,0 +1,113 @@
+"""Vectorized draws of acceptance streams from an acceptance model, and vectorized replay.
+
+``draw_streams`` returns, for N requests x T text positions, the draft's confidence and whether the
+target accepts the draft token there, in one call with a seeded ``numpy.random.Generator``.
+``replay_fixed`` / ``replay_running_product`` walk those streams as greedy speculative decoding would.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import special
+
+from adsl.fitting.distributions import confidence_ppf
+
+QUANTILE_BITS = 12  # confidence is drawn from 4096 equiprobable quantiles of the fitted distribution
+
+
+def quantile_table(confidence: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Mid-point quantiles of the selected confidence distribution (values and their logits)."""
+    size = 1 << QUANTILE_BITS
+    u = (np.arange(size) + 0.5) / size
+    sel = confidence["selected"]
+    q = np.clip(confidence_ppf(sel, confidence["candidates"][sel]["params"], u), 1e-6, 1 - 1e-6)
+    return q.astype(np.float32), special.logit(q).astype(np.float32)
+
+
+def draw_streams(model: dict, n: int, t: int, rng: np.random.Generator, shift: float | None = None):
+    """(confidence, accepted) arrays of shape (n, t), float32 and bool, from one seeded generator.
+
+    Confidence: inverse-CDF lookup of uniform 12-bit indices (raw generator bits, so it is cheap).
+    Accepted: Bernoulli(sigmoid(a + shift + b logit(c) + g accepted_prev + z_request)), z ~ N(0, s^2).
+    """
+    q, lq = quantile_table(model["confidence"])
+    j = model["joint"]
+    shift = model.get("calibration", {}).get("shift", 0.0) if shift is None else shift
+    words = (t * n + 3) // 4
+    idx = rng.bit_generator.random_raw(words).view(np.uint16)[: t * n].reshape(t, n)
+    idx &= (1 << QUANTILE_BITS) - 1
+    conf = q[idx]
+    base = lq[idx]
+    base *= np.float32(j["b"])
+    base += rng.normal(j["a"] + shift, j["s"], n).astype(np.float32)[None, :]
+    u = rng.random((t, n), dtype=np.float32)
+    acc = np.empty((t, n), dtype=bool)
+    g = np.float32(j["g"])
+    eta = np.empty(n, dtype=np.float32)
+    for k in range(t):
+        if k:
+            np.multiply(acc[k - 1], g, out=eta)
+            eta += base[k]
+        else:
+            eta[:] = base[k]
+        special.expit(eta, out=eta)
+        np.less(u[k], eta, out=acc[k])
+    return conf.T, acc.T
+
+
+def match_runs(acc: np.ndarray) -> np.ndarray:
+    """runs[r, i] = consecutive accepted positions of request r starting at i."""
+    n, t = acc.shape
+    runs = np.zeros((n, t + 1), dtype=np.int32)
+    for i in range(t - 1, -1, -1):
+        runs[:, i] = (runs[:, i + 1] + 1) * acc[:, i]
+    return runs[:, :t]
+
+
+def replay_lengths(acc: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray]:
+    """Greedy speculative decoding over every stream at once. ``lengths[r, i]`` is the draft length a
+    request starting a draft at position i uses. Returns per-step arrays (steps x n) of drafted and
+    accepted tokens, with steps whose draft window passes the end of the stream marked invalid."""
+    n, t = acc.shape
+    runs = match_runs(acc)
+    pos = np.zeros(n, dtype=np.int64)
+    rows = np.arange(n)
+    drafted, accepted, valid = [], [], []
+    while True:
+        live = pos < t
+        if not live.any():
+            break
+        p = np.minimum(pos, t - 1)
+        d = lengths[rows, p]
+        ok = live & (pos + d <= t)
+        a = np.minimum(runs[rows, p], d)
+        drafted.append(np.where(ok, d, 0))
+        accepted.append(np.where(ok, a, 0))
+        valid.append(ok)
+        pos = np.where(ok, pos + a + 1, t)
+    return {"drafted": np.array(drafted), "accepted": np.array(accepted), "valid": np.array(valid)}
+
+
+def fixed_lengths(shape, d: int) -> np.ndarray:
+    return np.full(shape, d, dtype=np.int64)
+
+
+def running_product_lengths(conf: np.ndarray, tau: float, d_max: int) -> np.ndarray:
+    """Vectorized form of adsl.profiling.replay.running_product_lengths for (n, t) streams."""
+    n, t = conf.shape
+    logc = np.log(np.clip(conf.astype(np.float64), 1e-300, 1.0))
+    csum = np.concatenate([np.zeros((n, 1)), np.cumsum(logc, axis=1)], axis=1)
+    log_tau = np.log(tau) if tau > 0 else -np.inf
+    out = np.minimum(d_max, t - np.arange(t))[None, :].repeat(n, axis=0)
+    decided = np.zeros((n, t), dtype=bool)
+    for k in range(1, d_max + 1):
+        end = np.minimum(np.arange(t) + k, t)
+        below = (csum[:, end] - csum[:, :t] < log_tau) & (np.arange(t) + k <= t) & ~decided
+        out = np.where(below, k, out)
+        decided |= below
+    return out
+
+
+def acceptance_rate(acc: np.ndarray, d: int) -> float:
+    r = replay_lengths(acc, fixed_lengths(acc.shape, d))
+    return float(r["accepted"][r["valid"]].sum() / r["drafted"][r["valid"]].sum())
