@@ -24,6 +24,7 @@ config.update(WS.config)
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/profile.smk"
+include: "workflow/rules/fit.smk"
 include: "workflow/rules/costmodel.smk"
 include: "workflow/rules/figures.smk"
 

@@ -16,7 +16,7 @@ def _workspace(smk):
 
 
 def table(smk) -> None:
-    inputs = {k: v for k, v in smk.input.items()}
+    inputs = {k: (list(v) if not isinstance(v, str) else v) for k, v in smk.input.items()}
     write_csv(compute_table(smk.params.name, _workspace(smk), **inputs), smk.output.csv)
 
 
@@ -73,3 +73,84 @@ def profile(smk) -> None:
         dtype=s["dtype"],
         threads=smk.threads,
     )
+
+
+def fit_measured(smk) -> None:
+    from adsl.fitting.modelfile import write_model
+    from adsl.fitting.pipeline import fit_category
+    from adsl.profiling.traces import read_profile
+
+    acc = smk.config["acceptance"]
+    model = fit_category(
+        read_profile(smk.input.profile),
+        smk.wildcards.category,
+        pair=smk.config["profiling"]["name"],
+        bootstrap=acc["bootstrap"],
+        seed=int(smk.config["seed"]),
+    )
+    write_model(model, smk.output[0])
+
+
+def acceptance_summary(smk) -> None:
+    from adsl.fitting.modelfile import read_model
+    from adsl.fitting.pipeline import heldout_check, selection_table
+    from adsl.profiling.traces import read_profile
+
+    models = [read_model(p) for p in smk.input.models]
+    write_csv(selection_table(models), smk.output.selection)
+    prof = read_profile(smk.input.profile)
+    n = smk.config["acceptance"]["heldout_streams"]
+    rows = [heldout_check(prof, m["category"], m["pair"], int(smk.config["seed"]), n) for m in models]
+    write_csv(pd.DataFrame(rows), smk.output.heldout)
+
+
+def calibrate_pair(smk) -> None:
+    from adsl.fitting.modelfile import read_model, write_model
+    from adsl.fitting.paper import calibrate_shift
+
+    how = smk.config["acceptance"]["pairs"][smk.wildcards.pair]
+    model = read_model(smk.input.measured)
+    cal = smk.config["acceptance"]["calibration"]
+    if "same_as" in how:
+        calibration = {**read_model(smk.input.reference)["calibration"], "method": f"same_as {how['same_as']}"}
+    elif how["calibrate"] == "paper_fig04a":
+        paper = pd.read_csv(smk.input.paper)
+        rows = paper[paper.category == smk.wildcards.category]
+        target = dict(zip(rows.draft_length.astype(int), rows.acceptance_rate.astype(float), strict=True))
+        calibration = {
+            **calibrate_shift(model, target, cal["streams"], cal["positions"], int(smk.config["seed"])),
+            "method": "paper_fig04a",
+        }
+    else:
+        calibration = {"shift": 0.0, "method": "none (measured pair as profiled)"}
+    model.update(pair=smk.wildcards.pair, source=f"{model['source']} {model['pair']}", calibration=calibration)
+    model.pop("format")
+    write_model(model, smk.output[0])
+
+
+def tau_table(smk) -> None:
+    import numpy as np
+
+    from adsl.fitting.generator import draw_streams
+    from adsl.fitting.modelfile import read_model
+    from adsl.fitting.tau import calibrate_tau
+
+    t = smk.config["acceptance"]["tau"]
+    rows, curves = [], []
+    for path in smk.input.models:
+        m = read_model(path)
+        conf, acc = draw_streams(m, t["streams"], t["positions"], np.random.default_rng(int(smk.config["seed"])))
+        r = calibrate_tau(conf, acc, t["d_max"], t["window"], t["success"])
+        c = r.pop("curve")
+        rows.append(
+            {
+                "pair": m["pair"],
+                "category": m["category"],
+                **{k: v for k, v in r.items() if k != "window"},
+                "window_lo": (r["window"] or [None])[0],
+                "window_hi": (r["window"] or [None, None])[1],
+            }
+        )
+        curves.append(pd.DataFrame(c).assign(pair=m["pair"], category=m["category"]))
+    write_csv(pd.DataFrame(rows), smk.output.tau)
+    write_csv(pd.concat(curves, ignore_index=True), smk.output.curves)

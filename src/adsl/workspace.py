@@ -30,6 +30,12 @@ def _check_refs(cfg: dict, file: str, models: ModelCatalogue, hw: HardwareCatalo
         raise ConfigError(file, "roofline.system", f"system {roof['system']!r} has no PIM stacks to draw")
     if roof["pair"] not in models.pairs:
         raise ConfigError(file, "roofline.pair", f"unknown pair {roof['pair']!r}; known: {sorted(models.pairs)}")
+    pairs = cfg["acceptance"]["pairs"]
+    for name, how in pairs.items():
+        if name not in models.pairs:
+            raise ConfigError(file, f"acceptance.pairs.{name}", f"unknown pair; known: {sorted(models.pairs)}")
+        if "same_as" in how and "calibrate" not in pairs.get(how["same_as"], {}):
+            raise ConfigError(file, f"acceptance.pairs.{name}.same_as", "must name a pair that has `calibrate`")
 
 
 def load_workspace(config: dict | str | Path, base: str | Path = ".", file: str = "config/config.yaml") -> Workspace:

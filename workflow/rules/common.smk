@@ -1,17 +1,27 @@
 import os
 
 import sys
+from pathlib import Path
 
 from adsl.config import resolve
 from adsl.figures import FIGURES
 
 BASEDIR = workflow.basedir
 # Figures drawn from a measured acceptance profile (stage 1).
-PROFILE_FIGURES = {"fig04a_acceptance_rate", "fig04b_accepted_per_iteration"}
+PROFILE_FIGURES = {
+    "fig04a_acceptance_rate",
+    "fig04b_accepted_per_iteration",
+    "fig04c_accepted_per_iteration_llama",
+    "fit_diagnostics",
+}
 FIGURE_NAMES = sorted(FIGURES)
 
 
 def resolve_input(path):
+    """Committed inputs: the working directory's copy when there is one (or when the working
+    directory is the workflow's own folder), else the workflow's."""
+    if os.path.samefile(os.getcwd(), BASEDIR):
+        return Path(path)
     return resolve(path, BASEDIR)
 
 
@@ -48,6 +58,8 @@ TABLE_PATHS = {
     "validation": "results/costmodel/validation.csv",
     "acceptance_vs_length": "results/acceptance/acceptance_vs_length.csv",
     "accepted_per_iteration": "results/acceptance/accepted_per_iteration.csv",
+    "fit_diagnostics": "results/acceptance/fit_diagnostics.csv",
+    "accepted_per_iteration_model": "results/acceptance/accepted_per_iteration_model.csv",
 }
 
 

@@ -17,12 +17,20 @@ from adsl.figures.acceptance import (
     per_iteration_table,
 )
 from adsl.figures.common import save_all, style
+from adsl.figures.fits import (
+    fig04c_accepted_per_iteration_llama,
+    fit_diagnostics,
+    fit_diagnostics_table,
+    per_iteration_model_table,
+)
 from adsl.figures.roofline import fig06_roofline, roofline_table
 from adsl.figures.validation import anchors_table, validation_gpu
 
 TABLES = {
     "acceptance_vs_length": acceptance_table,
     "accepted_per_iteration": per_iteration_table,
+    "fit_diagnostics": fit_diagnostics_table,
+    "accepted_per_iteration_model": per_iteration_model_table,
     "roofline_points": roofline_table,
     "validation": anchors_table,
 }
@@ -30,6 +38,8 @@ TABLES = {
 FIGURES = {
     "fig04a_acceptance_rate": ("acceptance_vs_length", fig04a_acceptance_rate),
     "fig04b_accepted_per_iteration": ("accepted_per_iteration", fig04b_accepted_per_iteration),
+    "fig04c_accepted_per_iteration_llama": ("accepted_per_iteration_model", fig04c_accepted_per_iteration_llama),
+    "fit_diagnostics": ("fit_diagnostics", fit_diagnostics),
     "fig06_roofline": ("roofline_points", fig06_roofline),
     "validation_gpu": ("validation", validation_gpu),
 }

@@ -67,13 +67,14 @@ def fit_joint(confidence: list[np.ndarray], match: list[np.ndarray]) -> dict:
     }
 
 
-def calibration_curve(joint: dict, confidence, shift: float = 0.0) -> np.ndarray:
-    """P(match | confidence) averaged over the request effect (previous token a match weighted by the
-    stationary rate is ignored: the curve is for the first position of a draft, prev = miss)."""
+def calibration_curve(joint: dict, confidence, shift: float = 0.0, prev_rate: float = 0.0) -> np.ndarray:
+    """P(match | confidence), averaged over the request effect and over the previous position, which
+    matched with probability ``prev_rate`` (0: the curve after a miss, e.g. a draft's first token)."""
     L = special.logit(clip01(confidence))
     nodes, weights = np.polynomial.hermite.hermgauss(GH_NODES)
     z = np.sqrt(2.0) * joint["s"] * nodes
-    p = special.expit(joint["a"] + shift + joint["b"] * L[..., None] + z)
+    eta = joint["a"] + shift + joint["b"] * np.asarray(L)[..., None] + z
+    p = prev_rate * special.expit(eta + joint["g"]) + (1 - prev_rate) * special.expit(eta)
     return (p * weights / np.sqrt(np.pi)).sum(axis=-1)
 
 

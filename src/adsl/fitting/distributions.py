@@ -44,10 +44,13 @@ def _mixture_logpdf(x, w, a1, b1, a2, b2):
     return np.logaddexp(np.log(w) + stats.beta.logpdf(x, a1, b1), np.log1p(-w) + stats.beta.logpdf(x, a2, b2))
 
 
-def _mixture_fit(x):
-    lo, hi = x[x < np.median(x)], x[x >= np.median(x)]
-    starts = [_beta_fit(part)[0] for part in (lo, hi)]
-    theta0 = np.array([0.0, *np.log([starts[0]["a"], starts[0]["b"], starts[1]["a"], starts[1]["b"]])])
+def _mixture_fit(x, start: dict | None = None):
+    if start is None:
+        lo, hi = x[x < np.median(x)], x[x >= np.median(x)]
+        s = [_beta_fit(part)[0] for part in (lo, hi)]
+        theta0 = np.array([0.0, *np.log([s[0]["a"], s[0]["b"], s[1]["a"], s[1]["b"]])])
+    else:  # warm start (bootstrap resamples start from the full-data estimate)
+        theta0 = np.array([special.logit(start["w"]), *np.log([start[k] for k in ("a1", "b1", "a2", "b2")])])
 
     def nll(t):
         w = special.expit(t[0])
@@ -105,7 +108,8 @@ def fit_confidence(x, bootstrap: int = 0, rng: np.random.Generator | None = None
     if bootstrap:
         rng = rng or np.random.default_rng(0)
         fit = CONFIDENCE_MODELS[best][0]
-        draws = [fit(x[rng.integers(0, len(x), len(x))])[0] for _ in range(bootstrap)]
+        kw = {"start": cands[best]["params"]} if best == "beta_mixture" else {}
+        draws = [fit(x[rng.integers(0, len(x), len(x))], **kw)[0] for _ in range(bootstrap)]
         out["ci95"] = {k: [float(np.quantile([d[k] for d in draws], q)) for q in (0.025, 0.975)] for k in draws[0]}
     return out
 

@@ -1,0 +1,160 @@
+"""From a profile to acceptance models: per-category fits, model selection, held-out check."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from adsl.fitting import distributions as dist
+from adsl.fitting.calibration import binned_calibration, calibration_curve, fit_joint
+from adsl.fitting.generator import draw_streams, fixed_lengths, replay_lengths
+from adsl.profiling.replay import replay
+from adsl.profiling.traces import Profile
+
+
+def greedy_sequences(profile: Profile, category: str, requests: list[int] | None = None):
+    """Per-request (confidence, match) arrays of the teacher-forced greedy records of a category."""
+    req = profile.requests
+    ids = req[(req["mode"] == "greedy") & (req["category"] == category)].request_id
+    if requests is not None:
+        ids = ids[ids.isin(requests)]
+    pos = profile.positions[profile.positions.request_id.isin(ids)].sort_values(["request_id", "pos"])
+    groups = [g for _, g in pos.groupby("request_id", sort=True)]
+    return [g.draft_top1.to_numpy() for g in groups], [g.match.to_numpy() for g in groups]
+
+
+def accepted_at(match: list[np.ndarray], d: int) -> np.ndarray:
+    return np.concatenate([replay(m, np.full(len(m), d)).accepted.to_numpy() for m in match])
+
+
+def fit_category(profile: Profile, category: str, pair: str, bootstrap: int = 100, seed: int = 0) -> dict:
+    conf, match = greedy_sequences(profile, category)
+    dist.need(len(match), 3, f"category {category!r} (greedy requests)")
+    c_all, m_all = np.concatenate(conf), np.concatenate(match)
+    rng = np.random.default_rng(seed)
+    joint = fit_joint(conf, match)
+    model = {
+        "pair": pair,
+        "category": category,
+        "source": "measured",
+        "confidence": dist.fit_confidence(c_all, bootstrap=bootstrap, rng=rng),
+        "joint": joint,
+        "heterogeneity": dist.fit_request_heterogeneity(
+            np.array([m.sum() for m in match]), np.array([len(m) for m in match])
+        ),
+        "dependence": dist.fit_dependence(match),
+        "accepted_length": {str(d): dist.fit_accepted_length(accepted_at(match, d), d) for d in (4, 8)},
+        "calibration_check": binned_calibration(c_all, m_all),
+        "match_rate": float(m_all.mean()),
+    }
+    model["calibration_check"]["fitted"] = calibration_curve(
+        joint, model["calibration_check"]["confidence"], prev_rate=model["match_rate"]
+    ).tolist()
+    return model
+
+
+def selection_rows(model: dict) -> list[dict]:
+    """One row per (question, candidate) for the model-selection table."""
+    pair, cat = model["pair"], model["category"]
+    rows = []
+    for name, c in model["confidence"]["candidates"].items():
+        rows.append(
+            dict(
+                pair=pair,
+                category=cat,
+                question="confidence distribution",
+                candidate=name,
+                aic=c["aic"],
+                selected=name == model["confidence"]["selected"],
+                test="KS",
+                pvalue=model["confidence"]["ks_pvalue"],
+            )
+        )
+    h = model["heterogeneity"]
+    for name in ("binomial", "beta_binomial"):
+        rows.append(
+            dict(
+                pair=pair,
+                category=cat,
+                question="request heterogeneity",
+                candidate=name,
+                aic=h["aic"][name],
+                selected=h["aic"][name] == min(h["aic"].values()),
+                test="LR",
+                pvalue=h["lr_pvalue"],
+            )
+        )
+    dep = model["dependence"]
+    for name in ("independent", "markov"):
+        rows.append(
+            dict(
+                pair=pair,
+                category=cat,
+                question="dependence along a draft",
+                candidate=name,
+                aic=dep["aic"][name],
+                selected=name == dep["selected"],
+                test="LR",
+                pvalue=dep["lr_pvalue"],
+            )
+        )
+    for d, fit in model["accepted_length"].items():
+        for name in ("truncated_geometric", "beta_geometric"):
+            rows.append(
+                dict(
+                    pair=pair,
+                    category=cat,
+                    question=f"accepted length d={d}",
+                    candidate=name,
+                    aic=fit[name]["aic"],
+                    selected=name == fit["selected"],
+                    test="chi2",
+                    pvalue=fit[name]["chi2_pvalue"],
+                )
+            )
+    return rows
+
+
+def heldout_check(profile: Profile, category: str, pair: str, seed: int = 0, n_streams: int = 4000) -> dict:
+    """Fit on half of the requests, generate, compare with the other half."""
+    req = profile.requests
+    ids = np.sort(req[(req["mode"] == "greedy") & (req["category"] == category)].request_id.to_numpy())
+    rng = np.random.default_rng(seed)
+    rng.shuffle(ids)
+    train, test = sorted(ids[: len(ids) // 2]), sorted(ids[len(ids) // 2 :])
+    conf_tr, match_tr = greedy_sequences(profile, category, train)
+    conf_te, match_te = greedy_sequences(profile, category, test)
+    model = {
+        "confidence": dist.fit_confidence(np.concatenate(conf_tr)),
+        "joint": fit_joint(conf_tr, match_tr),
+    }
+    t = int(np.median([len(m) for m in match_te]))
+    c_gen, m_gen = draw_streams(model, n_streams, t, rng)
+    out = {
+        "category": category,
+        "train_requests": len(train),
+        "test_requests": len(test),
+        "rate_test": float(np.concatenate(match_te).mean()),
+        "rate_generated": float(m_gen.mean()),
+    }
+    for d in (4, 8):
+        obs = np.bincount(accepted_at(match_te, d), minlength=d + 1)[: d + 1]
+        r = replay_lengths(m_gen, fixed_lengths(m_gen.shape, d))
+        gen = np.bincount(r["accepted"][r["valid"]], minlength=d + 1)[: d + 1]
+        stat, p, dof = dist.chi_square_gof(obs.astype(float), gen / gen.sum(), 0)
+        out[f"chi2_d{d}"], out[f"chi2_pvalue_d{d}"], out[f"dof_d{d}"] = stat, p, dof
+    cal_obs = binned_calibration(np.concatenate(conf_te), np.concatenate(match_te))
+    cal_gen = binned_calibration(c_gen.ravel(), m_gen.ravel())
+    grid = np.array(cal_obs["confidence"])
+    out["calibration_max_abs_diff"] = float(
+        np.max(np.abs(np.interp(grid, cal_gen["confidence"], cal_gen["frequency"]) - cal_obs["frequency"]))
+    )
+    out["ks_generated_vs_test_confidence"] = float(
+        stats.ks_2samp(np.concatenate(conf_te), c_gen.ravel()[:200_000]).pvalue
+    )
+    return out
+
+
+def selection_table(models: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame([r for m in models for r in selection_rows(m)])

@@ -1,0 +1,87 @@
+"""The paper's offline tau calibration.
+
+Run full draft/verify with a long draft, record the running product H_j of the draft's confidences and
+whether position j passed verification; estimate the success rate as a function of H; take the window
+covering 20 % of the H range with the longest average draft among windows whose success rate is at
+least 90 %; grid-search tau inside it for the longest average draft at >= 90 % success.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from adsl.fitting.generator import fixed_lengths, replay_lengths, running_product_lengths
+
+
+def running_products(conf: np.ndarray, acc: np.ndarray, d_max: int):
+    """H_j and pass/fail for every drafted position of fixed-d_max speculative decoding."""
+    n, t = conf.shape
+    r = replay_lengths(acc, fixed_lengths(acc.shape, d_max))
+    logc = np.log(np.clip(conf.astype(np.float64), 1e-300, 1))
+    csum = np.concatenate([np.zeros((n, 1)), np.cumsum(logc, axis=1)], axis=1)
+    h, passed = [], []
+    pos = np.zeros(n, dtype=np.int64)
+    rows = np.arange(n)
+    for step in range(r["drafted"].shape[0]):
+        ok = r["valid"][step]
+        for j in range(1, d_max + 1):
+            end = np.minimum(pos + j, t)
+            h.append(np.exp(csum[rows, end] - csum[rows, np.minimum(pos, t)])[ok])
+            passed.append((r["accepted"][step] >= j)[ok])
+        pos = np.where(ok, pos + r["accepted"][step] + 1, t)
+    return np.concatenate(h), np.concatenate(passed)
+
+
+def success_curve(h: np.ndarray, passed: np.ndarray, bins: int = 20) -> dict:
+    edges = np.linspace(0, 1, bins + 1)
+    idx = np.clip(np.searchsorted(edges, h, side="right") - 1, 0, bins - 1)
+    cnt = np.bincount(idx, minlength=bins)
+    ok = np.bincount(idx, weights=passed, minlength=bins)
+    return {
+        "h_lo": edges[:-1],
+        "h_hi": edges[1:],
+        "count": cnt,
+        "success": np.where(cnt > 0, ok / np.maximum(cnt, 1), np.nan),
+    }
+
+
+def mean_draft(conf: np.ndarray, tau: float, d_max: int) -> float:
+    return float(running_product_lengths(conf, tau, d_max).mean())
+
+
+def success_at(conf, acc, tau, d_max) -> float:
+    r = replay_lengths(acc, running_product_lengths(conf, tau, d_max))
+    v = r["valid"]
+    return float(r["accepted"][v].sum() / max(r["drafted"][v].sum(), 1))
+
+
+def calibrate_tau(
+    conf: np.ndarray, acc: np.ndarray, d_max: int = 16, window: float = 0.2, target: float = 0.9, grid: int = 21
+) -> dict:
+    h, passed = running_products(conf, acc, d_max)
+    curve = success_curve(h, passed)
+    best = None
+    for lo in np.round(np.arange(0.0, 1.0 - window + 1e-9, 0.05), 10):
+        sel = (h >= lo) & (h <= lo + window)
+        if sel.sum() < 20 or passed[sel].mean() < target:
+            continue
+        avg = mean_draft(conf, lo, d_max)
+        if best is None or avg > best[1]:
+            best = (lo, avg)
+    if best is None:
+        return {"tau": 1.0, "window": None, "feasible": False, "curve": curve}
+    lo = best[0]
+    cands = []
+    for tau in np.linspace(lo, lo + window, grid):
+        s = success_at(conf, acc, tau, d_max)
+        cands.append((tau, s, mean_draft(conf, tau, d_max)))
+    feasible = [c for c in cands if c[1] >= target]
+    tau, s, avg = max(feasible, key=lambda c: c[2]) if feasible else max(cands, key=lambda c: c[1])
+    return {
+        "tau": float(tau),
+        "window": [float(lo), float(lo + window)],
+        "feasible": bool(feasible),
+        "success_rate": float(s),
+        "mean_draft": float(avg),
+        "curve": curve,
+    }

@@ -1,0 +1,104 @@
+ACC = config["acceptance"]
+PAIRS = sorted(ACC["pairs"])
+
+
+rule fit_measured:
+    input:
+        profile=PROFILE_INPUT,
+    output:
+        "results/acceptance/measured/{category}.json",
+    wildcard_constraints:
+        category="|".join(ACC["categories"]),
+    params:
+        step="fit_measured",
+        settings=ACC["bootstrap"],
+    script:
+        "../scripts/fitting.py"
+
+
+rule acceptance_summary:
+    input:
+        profile=PROFILE_INPUT,
+        models=expand(
+            "results/acceptance/measured/{category}.json", category=ACC["categories"]
+        ),
+    output:
+        selection="results/acceptance/model_selection.csv",
+        heldout="results/acceptance/heldout_check.csv",
+    params:
+        step="acceptance_summary",
+    script:
+        "../scripts/fitting.py"
+
+
+def reference_model(wc):
+    how = ACC["pairs"][wc.pair]
+    if "same_as" in how:
+        return [f"results/acceptance/{how['same_as']}/{wc.category}.json"]
+    return []
+
+
+rule calibrate_pair:
+    input:
+        measured="results/acceptance/measured/{category}.json",
+        paper=str(resolve_input(config["anchors_dir"]) / "paper_fig04a.csv"),
+        reference=reference_model,
+    output:
+        "results/acceptance/{pair}/{category}.json",
+    wildcard_constraints:
+        pair="|".join(PAIRS),
+        category="|".join(ACC["categories"]),
+    params:
+        step="calibrate_pair",
+        settings=lambda wc: [ACC["pairs"][wc.pair], ACC["calibration"]],
+    script:
+        "../scripts/fitting.py"
+
+
+rule tau:
+    input:
+        models=expand(
+            "results/acceptance/{pair}/{category}.json",
+            pair=PAIRS,
+            category=ACC["categories"],
+        ),
+    output:
+        tau="results/acceptance/tau.csv",
+        curves="results/acceptance/tau_success_curves.csv",
+    params:
+        step="tau_table",
+        settings=ACC["tau"],
+    script:
+        "../scripts/fitting.py"
+
+
+rule fit_diagnostics_table:
+    input:
+        profile=PROFILE_INPUT,
+        models=expand(
+            "results/acceptance/measured/{category}.json", category=ACC["categories"]
+        ),
+    output:
+        csv="results/acceptance/fit_diagnostics.csv",
+    params:
+        name="fit_diagnostics",
+        basedir=BASEDIR,
+    script:
+        "../scripts/table.py"
+
+
+rule accepted_per_iteration_model:
+    input:
+        models=expand(
+            "results/acceptance/{pair}/{category}.json",
+            pair=ACC["fig04c"]["pair"],
+            category=ACC["categories"],
+        ),
+    output:
+        csv="results/acceptance/accepted_per_iteration_model.csv",
+    params:
+        name="accepted_per_iteration_model",
+        basedir=BASEDIR,
+        settings=ACC["fig04c"],
+    script:
+        "../scripts/table.py"
