@@ -31,4 +31,4 @@ include: "workflow/rules/figures.smk"
 
 rule all:
     input:
-        figure_outputs(default_figures()),
+        default_targets(),

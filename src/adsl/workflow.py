@@ -112,7 +112,7 @@ def calibrate_pair(smk) -> None:
     model = read_model(smk.input.measured)
     cal = smk.config["acceptance"]["calibration"]
     if "same_as" in how:
-        calibration = {**read_model(smk.input.reference)["calibration"], "method": f"same_as {how['same_as']}"}
+        calibration = {**read_model(smk.input.reference[0])["calibration"], "method": f"same_as {how['same_as']}"}
     elif how["calibrate"] == "paper_fig04a":
         paper = pd.read_csv(smk.input.paper)
         rows = paper[paper.category == smk.wildcards.category]

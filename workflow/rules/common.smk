@@ -69,6 +69,19 @@ def caption(name):
         return fh.read().strip()
 
 
+def default_targets():
+    """Figures, plus the acceptance tables when the profile exists."""
+    names = default_figures()
+    extra = []
+    if PROFILE_FIGURES & set(names):
+        extra = [
+            "results/acceptance/model_selection.csv",
+            "results/acceptance/heldout_check.csv",
+            "results/acceptance/tau.csv",
+        ]
+    return figure_outputs(names) + extra
+
+
 def figure_outputs(names):
     out = []
     for name in names:

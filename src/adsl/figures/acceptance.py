@@ -86,5 +86,5 @@ def fig04b_accepted_per_iteration(ws: Workspace, df: pd.DataFrame):
         ylabel=f"Accepted tokens (d = {d})",
         title=df.pair.iloc[0],
     )
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     return fig, df

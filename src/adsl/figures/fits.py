@@ -144,5 +144,5 @@ def fig04c_accepted_per_iteration_llama(ws: Workspace, df: pd.DataFrame):
         ylabel=f"Accepted tokens (d = {d})",
         title=f"{df.pair.iloc[0]} pair (calibrated acceptance model)",
     )
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     return fig, df

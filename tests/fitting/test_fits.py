@@ -1,0 +1,154 @@
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from adsl.fitting import distributions as dist
+from adsl.fitting.calibration import fit_joint
+from adsl.fitting.generator import (
+    acceptance_rate,
+    draw_streams,
+    fixed_lengths,
+    replay_lengths,
+    running_product_lengths,
+)
+from adsl.fitting.modelfile import ModelFileError, read_model, write_model
+from adsl.fitting.paper import calibrate_shift, rates_for_shift
+from adsl.profiling import replay as scalar
+
+
+@pytest.fixture(scope="module")
+def conf_model():
+    rng = np.random.default_rng(0)
+    return dist.fit_confidence(np.concatenate([rng.beta(8, 1, 3000), rng.beta(2, 2, 1000)]))
+
+
+@pytest.fixture(scope="module")
+def model(conf_model):
+    return {"confidence": conf_model, "joint": {"a": -0.5, "b": 0.9, "s": 0.6, "g": 0.5}}
+
+
+def test_confidence_selection_by_aic():
+    rng = np.random.default_rng(1)
+    assert dist.fit_confidence(rng.beta(2.0, 5.0, 4000))["selected"] in ("beta", "beta_mixture")
+    from scipy import special
+
+    ln = dist.fit_confidence(special.expit(rng.normal(1.5, 1.2, 4000)))
+    assert ln["selected"] == "logit_normal"
+    assert ln["candidates"]["logit_normal"]["params"]["mu"] == pytest.approx(1.5, abs=0.1)
+
+
+def test_mixture_is_chosen_for_bimodal_confidence(conf_model):
+    assert conf_model["selected"] == "beta_mixture"
+    assert conf_model["ks_pvalue"] > 0.01
+
+
+def test_too_few_samples_are_refused_with_the_count():
+    with pytest.raises(dist.FitError, match="12 samples, the fit needs at least 50"):
+        dist.fit_confidence(np.linspace(0.1, 0.9, 12))
+    with pytest.raises(dist.FitError, match="3 samples"):
+        dist.fit_request_heterogeneity(np.array([1, 2, 3]), np.array([5, 5, 5]))
+
+
+def test_accepted_length_truncated_geometric_recovers_alpha():
+    rng = np.random.default_rng(2)
+    acc = np.minimum(rng.geometric(0.3, 5000) - 1, 8)  # i.i.d. acceptance 0.7
+    fit = dist.fit_accepted_length(acc, 8)
+    assert fit["truncated_geometric"]["alpha"] == pytest.approx(0.7, abs=0.02)
+    assert fit["truncated_geometric"]["chi2_pvalue"] > 0.01
+    assert dist.truncated_geometric_pmf(0.7, 8).sum() == pytest.approx(1)
+    assert dist.beta_geometric_pmf(2.0, 3.0, 8).sum() == pytest.approx(1)
+
+
+def test_heterogeneity_and_dependence_tests():
+    rng = np.random.default_rng(3)
+    k = rng.binomial(100, rng.beta(2, 2, 60))
+    assert dist.fit_request_heterogeneity(k, np.full(60, 100))["lr_pvalue"] < 1e-6
+    homo = rng.binomial(100, 0.6, 60)
+    assert dist.fit_request_heterogeneity(homo, np.full(60, 100))["lr_pvalue"] > 0.01
+    seqs = []
+    for _ in range(50):  # a sticky chain
+        s = [True]
+        for _ in range(100):
+            s.append(rng.random() < (0.9 if s[-1] else 0.3))
+        seqs.append(np.array(s))
+    dep = dist.fit_dependence(seqs)
+    assert dep["selected"] == "markov" and dep["lr_pvalue"] < 1e-6
+    indep = dist.fit_dependence([rng.random(100) < 0.6 for _ in range(50)])
+    assert indep["lr_pvalue"] > 0.001
+
+
+def test_joint_fit_recovers_generating_parameters(model):
+    conf, acc = draw_streams(model, 400, 150, np.random.default_rng(4))
+    j = fit_joint(list(conf), list(acc))
+    for key, tol in (("a", 0.25), ("b", 0.15), ("s", 0.15), ("g", 0.2)):
+        assert j[key] == pytest.approx(model["joint"][key], abs=tol), key
+
+
+def test_generator_is_deterministic_and_shaped(model):
+    c1, a1 = draw_streams(model, 50, 30, np.random.default_rng(9))
+    c2, a2 = draw_streams(model, 50, 30, np.random.default_rng(9))
+    assert c1.shape == a1.shape == (50, 30) and a1.dtype == bool
+    assert np.array_equal(c1, c2) and np.array_equal(a1, a2)
+    assert (0 < c1).all() and (c1 < 1).all()
+
+
+def test_acceptance_rises_with_the_calibration_shift(model):
+    rates = [rates_for_shift(model, s, [4], 500, 64, 0)[0] for s in (-2, 0, 2)]
+    assert rates[0] < rates[1] < rates[2]
+
+
+def test_calibrate_shift_recovers_a_reachable_target(model):
+    target = dict(zip((4, 8, 12), rates_for_shift(model, 0.8, (4, 8, 12), 1000, 128, 5), strict=True))
+    cal = calibrate_shift(model, target, n=1000, t=128, seed=5)
+    assert cal["shift"] == pytest.approx(0.8, abs=0.05)
+    assert cal["max_abs_error"] < 0.01
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 10), st.integers(0, 2**31 - 1))
+def test_vectorized_replay_equals_scalar_replay(d, seed):
+    rng = np.random.default_rng(seed)
+    acc = rng.random((6, 40)) < rng.random()
+    vec = replay_lengths(acc, fixed_lengths(acc.shape, d))
+    for r in range(acc.shape[0]):
+        ref = scalar.replay(acc[r], np.full(40, d))
+        ok = vec["valid"][:, r]
+        assert vec["accepted"][ok, r].tolist() == ref.accepted.tolist()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(0.0, 0.99), st.integers(1, 12), st.integers(0, 2**31 - 1))
+def test_running_product_rule_never_drafts_past_tau(tau, d_max, seed):
+    rng = np.random.default_rng(seed)
+    conf = rng.beta(5, 1, (4, 30))
+    lengths = running_product_lengths(conf, tau, d_max)
+    for r in range(4):
+        assert lengths[r].tolist() == scalar.running_product_lengths(conf[r], tau, d_max).tolist()
+        for i in range(30):
+            k = lengths[r, i]
+            # every token before the last drafted one kept H >= tau
+            assert np.prod(conf[r, i : i + k - 1]) >= tau or k == 1
+
+
+def test_rates_fall_with_draft_length(model):
+    _, acc = draw_streams(model, 2000, 200, np.random.default_rng(1))
+    r4, r8, r12 = (acceptance_rate(acc, d) for d in (4, 8, 12))
+    assert r4 > r8 > r12
+
+
+def test_model_file_round_trip_and_errors(tmp_path, model):
+    path = tmp_path / "m.json"
+    write_model({"pair": "p", "category": "open_qa", **model}, path)
+    assert read_model(path)["joint"]["g"] == 0.5
+    bad = json.loads(path.read_text())
+    bad["joint"]["s"] = float("nan")
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(ModelFileError, match=r"joint\.s must be a number"):
+        read_model(tmp_path / "bad.json")
+    bad["format"] = "other/9"
+    (tmp_path / "bad2.json").write_text(json.dumps(bad))
+    with pytest.raises(ModelFileError, match="format"):
+        read_model(tmp_path / "bad2.json")
