@@ -67,6 +67,16 @@ def cmd_cost(args) -> int:
     return 0
 
 
+def cmd_snapshot(args) -> int:
+    from adsl.profiling.run import default_checkpoints, snapshot
+
+    name = args.name or _ws(args).config["profiling"]["name"]
+    out = args.out or f"data/profiles/{name}.partial"
+    n = snapshot(default_checkpoints(name), out)
+    print(f"wrote {n} finished requests of profile {name!r} to {out}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="adsl", description=__doc__)
     p.add_argument("--config", default="config/config.yaml", help="workflow configuration (YAML)")
@@ -84,6 +94,10 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("calibrate", help="refit a runtime's overheads to the gpt-fast anchors")
     c.add_argument("--runtime", default="gpt-fast")
     c.set_defaults(func=cmd_calibrate)
+    s = sub.add_parser("profile-snapshot", help="write the finished requests of an interrupted profiling run")
+    s.add_argument("--name", help="profile name (default: profiling.name of the config)")
+    s.add_argument("--out", help="folder (default: data/profiles/<name>.partial)")
+    s.set_defaults(func=cmd_snapshot)
     k = sub.add_parser("cost", help="cost of one forward pass, per operator")
     k.add_argument("--model", required=True)
     k.add_argument("--system", required=True)

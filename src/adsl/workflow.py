@@ -72,6 +72,7 @@ def profile(smk) -> None:
         device=s["device"],
         dtype=s["dtype"],
         threads=smk.threads,
+        seed_from=resolve(f"data/profiles/{s['name']}.partial", smk.params.basedir),
     )
 
 

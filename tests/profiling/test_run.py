@@ -72,3 +72,21 @@ def test_fig04_tables_from_a_profile(tiny_pair, tmp_path, ws):
     assert a.paper_acceptance_rate.notna().any()
     b = render("fig04b_accepted_per_iteration", ws, pdf=tmp_path / "b.pdf", profile=str(tmp_path / "prof"))
     assert b.accepted.between(0, 4).all() and b.iteration.min() == 1
+
+
+def test_resume_from_a_committed_partial_profile(tiny_pair, tmp_path):
+    from adsl.profiling.run import snapshot
+
+    p = plan()
+    full = run_profile(p, "d", "t", tmp_path / "full", tmp_path / "ck_full", models=tiny_pair, progress=False)
+    run_profile(p.iloc[:3], "d", "t", tmp_path / "part", tmp_path / "ck_a", models=tiny_pair, progress=False)
+    assert snapshot(tmp_path / "ck_a", tmp_path / "partial") == 3
+    # another machine: no checkpoints, only the committed partial profile
+    resumed = run_profile(
+        p, "d", "t", tmp_path / "b", tmp_path / "ck_b", models=tiny_pair, progress=False, seed_from=tmp_path / "partial"
+    )
+    for name in full:
+        a, b = full[name], resumed[name]
+        if name == "requests":
+            a, b = a.drop(columns="wall_time_s"), b.drop(columns="wall_time_s")
+        pd.testing.assert_frame_equal(a.reset_index(drop=True), b.reset_index(drop=True), check_dtype=False)

@@ -142,8 +142,10 @@ def run_profile(
     threads: int | None = None,
     progress: bool = True,
     models=None,
+    seed_from: str | Path | None = None,
 ) -> dict[str, pd.DataFrame]:
-    """Profile every request of ``plan``; ``models`` = (draft, target, tokenizer) skips loading (tests)."""
+    """Profile every request of ``plan``; ``models`` = (draft, target, tokenizer) skips loading (tests).
+    ``seed_from``: a partial profile (see ``snapshot``) whose finished requests need not be rerun."""
     import torch
 
     from adsl.profiling.loop import CausalLM
@@ -152,6 +154,8 @@ def run_profile(
         torch.set_num_threads(threads)
     ckpt = Path(checkpoints)
     ckpt.mkdir(parents=True, exist_ok=True)
+    if seed_from is not None and Path(seed_from).is_dir():
+        seed_checkpoints(plan, seed_from, ckpt)
     todo = [r for r in plan.itertuples() if not (ckpt / f"{r.request_id}.pkl").is_file()]
     if todo:
         if models is None:
@@ -190,3 +194,35 @@ def _progress(total: int, done: int, enabled: bool):
                 pass
 
         return _Null()
+
+
+def snapshot(checkpoints: str | Path, out_dir: str | Path) -> int:
+    """Write the finished requests of an interrupted run as a (partial) profile; returns their count.
+    Committed, it lets a run resume on another machine (``run_profile(seed_from=...)``)."""
+    files = sorted(Path(checkpoints).glob("*.pkl"), key=lambda p: int(p.stem))
+    parts = [pickle.loads(f.read_bytes()) for f in files]
+    write_profile(combine(parts), out_dir)
+    return len(parts)
+
+
+def seed_checkpoints(plan: pd.DataFrame, partial: str | Path, ckpt: Path) -> int:
+    """Turn the requests of a partial profile that match the plan (same id, question and mode) into
+    checkpoints; returns how many were added."""
+    from adsl.profiling.traces import read_profile
+
+    prof = read_profile(partial)
+    req = prof.requests.set_index("request_id")
+    added = 0
+    for row in plan.itertuples():
+        rid = int(row.request_id)
+        target = ckpt / f"{rid}.pkl"
+        if target.is_file() or rid not in req.index:
+            continue
+        r = req.loc[rid]
+        if str(r.question_id) != str(row.question_id) or r["mode"] != row.mode or int(r.d_max) != int(row.d_max):
+            continue
+        part = {name: prof.table(name)[prof.table(name).request_id == rid].reset_index(drop=True) for name in TABLES}
+        with atomic_path(target) as tmp:
+            tmp.write_bytes(pickle.dumps(part))
+        added += 1
+    return added
