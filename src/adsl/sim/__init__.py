@@ -1,0 +1,1 @@
+"""Stage 3: speculative-decoding system simulation on GPU and GPU + PIM systems."""

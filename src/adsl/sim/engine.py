@@ -1,0 +1,127 @@
+"""Vectorized engine: a static batch of requests decoded autoregressively or speculatively.
+
+Arrays are (replicas, requests); every replica is an independent Monte-Carlo run of the same batch.
+Each iteration charges one batch pass per model from the cost model (``timing.batch_pass``):
+
+- AD: one target pass over the requests still decoding, one token each;
+- SD: ``d`` draft passes, then one target pass over d + 1 tokens per request; a request accepts the
+  run of accepted stream positions from where it stands, capped at d, and emits accepted + 1 tokens
+  (the correction or the bonus token), never more than its remaining output.
+
+KV caches grow by the emitted tokens; batch passes see the mean context of the requests in them.
+Requests leave the batch when their output is complete (no refill: a static batch, as the paper's
+per-batch-size evaluation). The engine is pure: arrays in, a dict of arrays out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from adsl.fitting.generator import match_runs
+from adsl.perf.hardware import SystemSpec
+from adsl.perf.models import Pair
+from adsl.sim.timing import Schedule, batch_pass
+
+
+class SimError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Setup:
+    name: str
+    system: SystemSpec
+    decoding: str  # "ad" | "sd"
+    draft_length: int = 0
+    target_mapping: dict = field(default_factory=dict)
+    draft_mapping: dict = field(default_factory=dict)
+    schedule: Schedule = Schedule()
+
+    def __post_init__(self):
+        if self.decoding not in ("ad", "sd"):
+            raise SimError(f"{self.name}: decoding must be 'ad' or 'sd', got {self.decoding!r}")
+        if self.decoding == "sd" and self.draft_length < 1:
+            raise SimError(f"{self.name}: draft length d must be >= 1, got {self.draft_length}")
+
+
+def check_memory(setup: Setup, pair: Pair, batch: int, max_seq_len: int) -> None:
+    models = [pair.target] + ([pair.draft] if setup.decoding == "sd" else [])
+    need = sum(m.weight_bytes + batch * max_seq_len * m.kv_bytes_per_token for m in models)
+    have = setup.system.memory_capacity_bytes
+    if need > have:
+        raise SimError(
+            f"{setup.name} on {setup.system.name}: batch {batch} x {max_seq_len} tokens needs "
+            f"{need / 1e9:.0f} GB for weights + KV, the system has {have / 1e9:.0f} GB"
+        )
+
+
+def _add(acc: dict, key: str, value) -> None:
+    acc[key] = acc.get(key, 0.0) + value
+
+
+def simulate(setup: Setup, pair: Pair, prompt_len, output_len, accept: np.ndarray | None = None) -> dict:
+    """Run the batch to completion. ``prompt_len`` and ``output_len`` are (X, R); ``accept`` is
+    (X, R, T) bool acceptance streams (SD only), T >= max output + d."""
+    prompt = np.asarray(prompt_len, dtype=float)
+    out = np.asarray(output_len, dtype=np.int64)
+    if prompt.shape != out.shape or prompt.ndim != 2:
+        raise SimError(f"prompt_len and output_len must both be (replicas, requests), got {prompt.shape}, {out.shape}")
+    if (out < 1).any():
+        raise SimError("every request needs an output length >= 1")
+    x, r = out.shape
+    sd = setup.decoding == "sd"
+    d = setup.draft_length
+    if sd:
+        if accept is None or accept.shape[:2] != (x, r):
+            raise SimError(f"SD needs acceptance streams of shape ({x}, {r}, T)")
+        if accept.shape[2] < out.max() + d:
+            raise SimError(f"acceptance streams of {accept.shape[2]} positions; need >= {out.max() + d}")
+        runs = match_runs(accept.reshape(x * r, -1)).reshape(x, r, -1)
+    gen = np.zeros((x, r), dtype=np.int64)
+    ctx = prompt.copy()
+    pos = np.zeros((x, r), dtype=np.int64)
+    res = {"time_s": np.zeros(x), "energy_j": np.zeros(x), "iterations": np.zeros(x, dtype=np.int64)}
+    stage, busy, cls = {}, {}, {}
+    xi, ri = np.arange(x)[:, None], np.arange(r)[None, :]
+    active = gen < out
+    while active.any():
+        n = active.sum(axis=1)
+        ctx_mean = np.where(n > 0, (ctx * active).sum(axis=1) / np.maximum(n, 1), 0.0)
+        passes = []
+        if sd:
+            steps = np.arange(d)
+            dc = batch_pass(
+                pair.draft, setup.system, n[:, None], 1, ctx_mean[:, None] + steps, setup.draft_mapping, setup.schedule
+            )
+            passes.append(("draft", dc, 1))
+            vc = batch_pass(pair.target, setup.system, n, d + 1, ctx_mean, setup.target_mapping, setup.schedule)
+            passes.append(("verify", vc, 0))
+            acc = np.minimum(runs[xi, ri, pos], d)
+            emitted = np.where(active, np.minimum(acc + 1, out - gen), 0)
+            pos = pos + np.where(active, acc + 1, 0)
+        else:
+            ac = batch_pass(pair.target, setup.system, n, 1, ctx_mean, setup.target_mapping, setup.schedule)
+            passes.append(("decode", ac, 0))
+            emitted = active.astype(np.int64)
+        for name, c, axis_sum in passes:
+            t = c.time_s.sum(axis=1) if axis_sum else c.time_s
+            res["time_s"] += t
+            res["energy_j"] += c.energy_j.sum(axis=1) if axis_sum else c.energy_j
+            _add(stage, name, t)
+            for k, v in c.busy_s.items():
+                _add(busy, k, v.sum(axis=1) if axis_sum else v)
+            for k, v in c.by_class_s.items():
+                _add(cls, k, v.sum(axis=1) if axis_sum else v)
+        res["iterations"] += active.any(axis=1)
+        gen += emitted
+        ctx += emitted
+        active = gen < out
+    res["tokens"] = gen.sum(axis=1)
+    res["throughput_tok_s"] = res["tokens"] / res["time_s"]
+    res["tokens_per_j"] = res["tokens"] / res["energy_j"]
+    res["stage_s"] = stage
+    res["busy_s"] = busy
+    res["class_s"] = cls
+    return res
