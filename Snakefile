@@ -25,6 +25,7 @@ config.update(WS.config)
 include: "workflow/rules/common.smk"
 include: "workflow/rules/profile.smk"
 include: "workflow/rules/fit.smk"
+include: "workflow/rules/simulate.smk"
 include: "workflow/rules/costmodel.smk"
 include: "workflow/rules/figures.smk"
 

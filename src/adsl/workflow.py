@@ -155,3 +155,18 @@ def tau_table(smk) -> None:
         curves.append(pd.DataFrame(c).assign(pair=m["pair"], category=m["category"]))
     write_csv(pd.DataFrame(rows), smk.output.tau)
     write_csv(pd.concat(curves, ignore_index=True), smk.output.curves)
+
+
+def experiment(smk) -> None:
+    from pathlib import Path
+
+    from adsl.io import atomic_path
+    from adsl.sim.experiment import run_experiment
+
+    ws = _workspace(smk)
+    name = smk.wildcards.experiment
+    pair = ws.config["simulation"]["experiments"][name]["pair"]
+    paths = {pair: {Path(p).stem: p for p in smk.input.models}}
+    df = run_experiment(ws, name, paths)
+    with atomic_path(smk.output[0]) as tmp:
+        df.to_parquet(tmp, index=False)

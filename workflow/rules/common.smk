@@ -13,6 +13,8 @@ PROFILE_FIGURES = {
     "fig04b_accepted_per_iteration",
     "fig04c_accepted_per_iteration_llama",
     "fit_diagnostics",
+    "fig03a_sd_vs_ad_batch",
+    "fig03b_sd_vs_ad_draft_length",
 }
 FIGURE_NAMES = sorted(FIGURES)
 
@@ -59,6 +61,8 @@ TABLE_PATHS = {
     "acceptance_vs_length": "results/acceptance/acceptance_vs_length.csv",
     "accepted_per_iteration": "results/acceptance/accepted_per_iteration.csv",
     "fit_diagnostics": "results/acceptance/fit_diagnostics.csv",
+    "fig03a": "results/simulation/fig03a.csv",
+    "fig03b": "results/simulation/fig03b.csv",
     "accepted_per_iteration_model": "results/acceptance/accepted_per_iteration_model.csv",
 }
 

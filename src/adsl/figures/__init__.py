@@ -23,10 +23,13 @@ from adsl.figures.fits import (
     fit_diagnostics_table,
     per_iteration_model_table,
 )
+from adsl.figures.motivation import fig03a_sd_vs_ad_batch, fig03a_table, fig03b_sd_vs_ad_draft_length, fig03b_table
 from adsl.figures.roofline import fig06_roofline, roofline_table
 from adsl.figures.validation import anchors_table, validation_gpu
 
 TABLES = {
+    "fig03a": fig03a_table,
+    "fig03b": fig03b_table,
     "acceptance_vs_length": acceptance_table,
     "accepted_per_iteration": per_iteration_table,
     "fit_diagnostics": fit_diagnostics_table,
@@ -36,6 +39,8 @@ TABLES = {
 }
 
 FIGURES = {
+    "fig03a_sd_vs_ad_batch": ("fig03a", fig03a_sd_vs_ad_batch),
+    "fig03b_sd_vs_ad_draft_length": ("fig03b", fig03b_sd_vs_ad_draft_length),
     "fig04a_acceptance_rate": ("acceptance_vs_length", fig04a_acceptance_rate),
     "fig04b_accepted_per_iteration": ("accepted_per_iteration", fig04b_accepted_per_iteration),
     "fig04c_accepted_per_iteration_llama": ("accepted_per_iteration_model", fig04c_accepted_per_iteration_llama),

@@ -46,10 +46,15 @@ class Setup:
             raise SimError(f"{self.name}: draft length d must be >= 1, got {self.draft_length}")
 
 
-def check_memory(setup: Setup, pair: Pair, batch: int, max_seq_len: int) -> None:
+def memory_need(setup: Setup, pair: Pair, batch: int, max_seq_len: int) -> tuple[float, float]:
+    """(bytes needed for weights + full-length KV caches of every model run, bytes the system has)."""
     models = [pair.target] + ([pair.draft] if setup.decoding == "sd" else [])
     need = sum(m.weight_bytes + batch * max_seq_len * m.kv_bytes_per_token for m in models)
-    have = setup.system.memory_capacity_bytes
+    return float(need), float(setup.system.memory_capacity_bytes)
+
+
+def check_memory(setup: Setup, pair: Pair, batch: int, max_seq_len: int) -> None:
+    need, have = memory_need(setup, pair, batch, max_seq_len)
     if need > have:
         raise SimError(
             f"{setup.name} on {setup.system.name}: batch {batch} x {max_seq_len} tokens needs "

@@ -1,0 +1,65 @@
+"""Paper Fig. 3: speculative (d = 8) vs autoregressive decoding on the SpecPIM-style motivation system."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+from adsl.workspace import Workspace
+
+
+def fig03a_table(ws: Workspace, experiment: str) -> pd.DataFrame:
+    del ws
+    df = pd.read_parquet(experiment)
+    base = df[(df.system == "AD") & (df.batch == df.batch.min())].throughput_tok_s.iloc[0]
+    out = df[["batch", "system", "throughput_tok_s", "fits_memory", "draft_length"]].copy()
+    out["normalized"] = out.throughput_tok_s / base
+    return out.sort_values(["system", "batch"]).reset_index(drop=True)
+
+
+def fig03b_table(ws: Workspace, experiment: str) -> pd.DataFrame:
+    del ws
+    df = pd.read_parquet(experiment)
+    ad = df[df.system == "AD"].throughput_tok_s.iloc[0]
+    sd = df[df.system == "SD"][["draft_length", "system", "throughput_tok_s"]].copy()
+    lengths = sorted(sd.draft_length.unique())
+    ad_rows = pd.DataFrame({"draft_length": lengths, "system": "AD", "throughput_tok_s": ad})
+    out = pd.concat([ad_rows, sd], ignore_index=True)
+    out["normalized"] = out.throughput_tok_s / ad
+    return out.sort_values(["system", "draft_length"]).reset_index(drop=True)
+
+
+def fig03a_sd_vs_ad_batch(ws: Workspace, df: pd.DataFrame):
+    del ws
+    fig, ax = plt.subplots(figsize=(5.6, 3.6))
+    sns.barplot(data=df, x="batch", y="normalized", hue="system", hue_order=["AD", "SD"], ax=ax)
+    for b in df[~df.fits_memory].batch.unique():
+        i = sorted(df.batch.unique()).index(b)
+        ax.annotate(
+            "exceeds memory",
+            (i, 0),
+            xytext=(0, 4),
+            textcoords="offset points",
+            ha="center",
+            fontsize=7,
+            rotation=90,
+            va="bottom",
+        )
+    ax.set(
+        xlabel="Batch size",
+        ylabel="Throughput (norm. to AD, batch 8)",
+        title="SpecPIM-style SD (d = 8) vs AD, OPT-66B + OPT-1.3B",
+    )
+    return fig, df
+
+
+def fig03b_sd_vs_ad_draft_length(ws: Workspace, df: pd.DataFrame):
+    del ws
+    fig, ax = plt.subplots(figsize=(5.6, 3.6))
+    sd = df[df.system == "SD"]
+    sns.barplot(data=sd, x="draft_length", y="normalized", color=sns.color_palette()[1], ax=ax, label="SD")
+    ax.axhline(1.0, color="0.2", ls="--", lw=1, label="AD")
+    ax.set(xlabel="Draft length d", ylabel="Throughput (norm. to AD)", title="Batch 64, OPT-66B + OPT-1.3B")
+    ax.legend()
+    return fig, df

@@ -1,0 +1,103 @@
+"""Run configured sweeps: one row per system x pair x batch x setting (tidy)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+
+from adsl.fitting.generator import draw_streams
+from adsl.fitting.modelfile import read_model
+from adsl.sim.engine import check_memory, memory_need, simulate
+from adsl.sim.systems import Context, build
+
+STREAM_SLACK = 64  # stream positions beyond the output length: the largest draft length supported
+
+
+def request_streams(models: dict[str, dict], categories: list[str], replicas: int, batch: int, t: int, seed: int):
+    """(replicas, batch, t) acceptance streams; request i belongs to categories[i % len]."""
+    rng = np.random.default_rng(seed)
+    acc = np.empty((replicas, batch, t), dtype=bool)
+    cats = np.array([categories[i % len(categories)] for i in range(batch)])
+    for c in categories:
+        idx = np.flatnonzero(cats == c)
+        if idx.size:
+            _, a = draw_streams(models[c], replicas * idx.size, t, rng)
+            acc[:, idx, :] = a.reshape(replicas, idx.size, t)
+    return acc
+
+
+def run_point(
+    ws, pair_name: str, system_name: str, batch: int, d: int, seq_len: int, models: dict, memory_check: str = "error"
+) -> dict:
+    sim = ws.config["simulation"]
+    pair = ws.models.pair(pair_name)
+    ctx = Context(ws.hardware, pair, batch, seq_len, d, sim["systems"])
+    setup = build(system_name, ctx)
+    if memory_check == "error":
+        check_memory(setup, pair, batch, seq_len)
+    need, have = memory_need(setup, pair, batch, seq_len)
+    x = sim["replicas"]
+    prompt = min(sim["prompt_len"], seq_len - 1)
+    out = np.full((x, batch), seq_len - prompt)
+    acc = None
+    if setup.decoding == "sd":
+        # common random numbers: every system and draft length sees the same streams for a (pair, batch)
+        if d > STREAM_SLACK:
+            raise ValueError(f"draft length {d} > {STREAM_SLACK} is not supported")
+        t = int(out.max()) + STREAM_SLACK + 1
+        acc = request_streams(models, sim["categories"], x, batch, t, ws.config["seed"] + batch)
+    res = simulate(setup, pair, np.full((x, batch), float(prompt)), out, acc)
+    # busy time sums every stage's work; stages run on different devices side by side
+    stages = setup.system.pipeline_stages
+    busy = {k: float(np.mean(v / (res["time_s"] * stages))) for k, v in res["busy_s"].items()}
+    row = dict(
+        system=system_name,
+        pair=pair_name,
+        batch=batch,
+        draft_length=d if setup.decoding == "sd" else 0,
+        seq_len=seq_len,
+        hardware=setup.system.name,
+        memory_needed_gb=need / 1e9,
+        memory_available_gb=have / 1e9,
+        fits_memory=need <= have,
+        throughput_tok_s=float(res["throughput_tok_s"].mean()),
+        throughput_std=float(res["throughput_tok_s"].std()),
+        tokens_per_j=float(res["tokens_per_j"].mean()),
+        time_s=float(res["time_s"].mean()),
+        tokens=int(res["tokens"][0]),
+        iterations=float(res["iterations"].mean()),
+        gpu_util=busy.get("gpu", 0.0),
+        pim_util=busy.get("pim", 0.0),
+        target_fc=setup.target_mapping.get("fc", "gpu"),
+        target_attention=setup.target_mapping.get("attention", "gpu"),
+        draft_fc=setup.draft_mapping.get("fc", "gpu"),
+        draft_attention=setup.draft_mapping.get("attention", "gpu"),
+    )
+    for k, v in res["stage_s"].items():
+        row[f"stage_{k}_s"] = float(np.mean(v))
+    for k, v in res["class_s"].items():
+        row[f"class_{k}_s"] = float(np.mean(v))
+    return row
+
+
+def run_experiment(ws, name: str, model_paths: dict[str, dict[str, str]]) -> pd.DataFrame:
+    """``model_paths``: pair -> category -> acceptance-model file."""
+    exp = ws.config["simulation"]["experiments"][name]
+    sim = ws.config["simulation"]
+    pair = exp["pair"]
+    models = {c: read_model(p) for c, p in model_paths[pair].items()}
+    seq_default = sim["max_seq_len_by_pair"].get(pair, sim["max_seq_len"])
+    rows = []
+    for system, batch, d, seq in itertools.product(
+        exp["systems"],
+        exp["batches"],
+        exp.get("draft_lengths") or [sim["draft_length"]],
+        exp.get("seq_lens") or [seq_default],
+    ):
+        point = run_point(ws, pair, system, batch, d, seq, models, exp.get("memory_check", "error"))
+        rows.append(point | {"experiment": name})
+    df = pd.DataFrame(rows)
+    # AD rows do not depend on d: keep one per (system, batch, seq_len)
+    return df.drop_duplicates(subset=["system", "batch", "draft_length", "seq_len"]).reset_index(drop=True)

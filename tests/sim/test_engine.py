@@ -1,0 +1,110 @@
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from adsl.sim.engine import Setup, SimError, check_memory, simulate
+from adsl.sim.mapping import candidate_mappings, search_static_mapping
+from adsl.sim.reference import simulate_one
+from adsl.sim.systems import Context, build
+from adsl.sim.timing import Schedule
+
+PIM_MAP = {"fc": "gpu", "attention": "pim"}
+FIVE = Schedule(micro_batches=5)
+
+
+def setup(hw, system="motivation-4gpu", decoding="sd", d=4, schedule=FIVE):
+    s = hw.system(system)
+    m = PIM_MAP if s.pim else {"fc": "gpu", "attention": "gpu"}
+    return Setup("test", s, decoding, d if decoding == "sd" else 0, m, m, schedule)
+
+
+def run(models, hw, st_, out, accept, prompt=64.0):
+    out = np.asarray(out)[None, :]
+    return simulate(st_, models.pair("OPT-66B"), np.full(out.shape, prompt), out, accept)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(1, 5),
+    st.integers(1, 6),
+    st.floats(0.0, 1.0),
+    st.sampled_from(["motivation-4gpu", "dgx-a100", "attacc-pim"]),
+    st.integers(0, 2**31 - 1),
+)
+def test_vectorized_engine_equals_scalar_reference(models, hw, batch, d, p, system, seed):
+    rng = np.random.default_rng(seed)
+    out = rng.integers(1, 30, batch)
+    acc = rng.random((1, batch, 40)) < p
+    sched = Schedule(micro_batches=2, overlap=system == "attacc-pim")
+    for decoding in ("ad", "sd"):
+        s = setup(hw, system, decoding, d, sched)
+        vec = run(models, hw, s, out, acc if decoding == "sd" else None)
+        ref = simulate_one(s, models.pair("OPT-66B"), [64.0] * batch, list(out), acc[0])
+        assert vec["tokens"][0] == ref["tokens"] == out.sum()
+        assert vec["time_s"][0] == pytest.approx(ref["time_s"], rel=1e-9)
+        assert vec["energy_j"][0] == pytest.approx(ref["energy_j"], rel=1e-9)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 8), st.integers(1, 60))
+def test_all_accepted_emits_d_plus_one(models, hw, d, out_len):
+    acc = np.ones((1, 3, out_len + d + 1), dtype=bool)
+    res = run(models, hw, setup(hw, d=d), [out_len] * 3, acc)
+    assert res["iterations"][0] == -(-out_len // (d + 1))
+    assert res["tokens"][0] == 3 * out_len
+
+
+def test_none_accepted_one_token_per_verification_and_slower_than_ad(models, hw):
+    acc = np.zeros((1, 4, 80), dtype=bool)
+    sd = run(models, hw, setup(hw, d=4), [50] * 4, acc)
+    ad = run(models, hw, setup(hw, decoding="ad"), [50] * 4, None)
+    assert sd["iterations"][0] == 50 and sd["tokens"][0] == 200
+    assert sd["time_s"][0] > ad["time_s"][0]
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.floats(1.05, 3.0), st.integers(0, 2**31 - 1))
+def test_more_bandwidth_never_slower(models, hw, factor, seed):
+    base = setup(hw)
+    s = base.system
+    faster = dataclasses.replace(
+        s,
+        gpu=dataclasses.replace(s.gpu, mem_bw_bytes_s=s.gpu.mem_bw_bytes_s * factor),
+        pim=dataclasses.replace(s.pim, external_bw_bytes_s=s.pim.external_bw_bytes_s * factor),
+    )
+    acc = np.random.default_rng(seed).random((1, 4, 80)) < 0.6
+    slow = run(models, hw, base, [40] * 4, acc)
+    fast = run(models, hw, dataclasses.replace(base, system=faster), [40] * 4, acc)
+    assert fast["time_s"][0] <= slow["time_s"][0] * (1 + 1e-12)
+
+
+def test_every_request_emits_its_output_length(models, hw):
+    rng = np.random.default_rng(3)
+    out = rng.integers(5, 90, 7)
+    res = run(models, hw, setup(hw, d=6), out, rng.random((1, 7, 100)) < 0.8)
+    assert res["tokens"][0] == out.sum()
+
+
+def test_invalid_settings(models, hw):
+    with pytest.raises(SimError, match="draft length d must be >= 1"):
+        setup(hw, d=0)
+    with pytest.raises(KeyError, match="unknown system"):
+        build("TPU-SD", Context(hw, models.pair("OPT-66B"), 8, 1024, 8, {}))
+    with pytest.raises(SimError, match="needs .* GB for weights \\+ KV"):
+        check_memory(setup(hw), models.pair("OPT-66B"), 512, 1024)
+    with pytest.raises(SimError, match="acceptance streams of 10 positions"):
+        run(models, hw, setup(hw, d=4), [20], np.ones((1, 1, 10), dtype=bool))
+
+
+def test_static_mapping_search_is_the_fastest_candidate(models, hw):
+    s = hw.system("motivation-4gpu")
+    pair = models.pair("OPT-66B")
+    draft, target, rows = search_static_mapping(pair, s, 64, 8, 1024, Schedule(5))
+    assert len(rows) == len(candidate_mappings(s)) == 16
+    best = min(rows, key=lambda r: r["iteration_s"])
+    assert (best["target_fc"], best["draft_fc"]) == (target["fc"], draft["fc"])
+    # FC on PIM is not a candidate where the weights live in GPU memory
+    assert all(m[1]["fc"] == "gpu" for m in candidate_mappings(hw.system("dgx-a100")))
