@@ -3,6 +3,10 @@ rule roofline_points:
         catalogue_inputs(),
     output:
         csv="results/costmodel/roofline_points.csv",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+        cpus_per_task=1,
     params:
         name="roofline_points",
         basedir=BASEDIR,
@@ -17,6 +21,10 @@ rule validation_table:
         anchor_inputs(),
     output:
         csv="results/costmodel/validation.csv",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+        cpus_per_task=1,
     params:
         name="validation",
         basedir=BASEDIR,
@@ -32,6 +40,10 @@ rule acceptance_tables:
         csv="results/acceptance/{table}.csv",
     wildcard_constraints:
         table="acceptance_vs_length|accepted_per_iteration",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+        cpus_per_task=1,
     params:
         name=lambda wc: wc.table,
         basedir=BASEDIR,

@@ -12,6 +12,10 @@ rule figure:
         csv="results/figures/{name}.csv",
     wildcard_constraints:
         name="|".join(FIGURE_NAMES),
+    resources:
+        mem_mb=2000,
+        runtime=10,
+        cpus_per_task=1,
     params:
         name=lambda wc: wc.name,
         basedir=BASEDIR,

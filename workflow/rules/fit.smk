@@ -9,6 +9,10 @@ rule fit_measured:
         "results/acceptance/measured/{category}.json",
     wildcard_constraints:
         category="|".join(ACC["categories"]),
+    resources:
+        mem_mb=4000,
+        runtime=30,
+        cpus_per_task=1,
     params:
         step="fit_measured",
         settings=ACC["bootstrap"],
@@ -25,6 +29,10 @@ rule acceptance_summary:
     output:
         selection="results/acceptance/model_selection.csv",
         heldout="results/acceptance/heldout_check.csv",
+    resources:
+        mem_mb=4000,
+        runtime=30,
+        cpus_per_task=1,
     params:
         step="acceptance_summary",
     script:
@@ -48,6 +56,10 @@ rule calibrate_pair:
     wildcard_constraints:
         pair="|".join(PAIRS),
         category="|".join(ACC["categories"]),
+    resources:
+        mem_mb=4000,
+        runtime=20,
+        cpus_per_task=1,
     params:
         step="calibrate_pair",
         settings=lambda wc: [ACC["pairs"][wc.pair], ACC["calibration"]],
@@ -65,6 +77,10 @@ rule tau:
     output:
         tau="results/acceptance/tau.csv",
         curves="results/acceptance/tau_success_curves.csv",
+    resources:
+        mem_mb=4000,
+        runtime=20,
+        cpus_per_task=1,
     params:
         step="tau_table",
         settings=ACC["tau"],
@@ -80,6 +96,10 @@ rule fit_diagnostics_table:
         ),
     output:
         csv="results/acceptance/fit_diagnostics.csv",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+        cpus_per_task=1,
     params:
         name="fit_diagnostics",
         basedir=BASEDIR,
@@ -96,6 +116,10 @@ rule accepted_per_iteration_model:
         ),
     output:
         csv="results/acceptance/accepted_per_iteration_model.csv",
+    resources:
+        mem_mb=4000,
+        runtime=10,
+        cpus_per_task=1,
     params:
         name="accepted_per_iteration_model",
         basedir=BASEDIR,

@@ -12,6 +12,7 @@ rule profile_acceptance:
     resources:
         mem_mb=16000,
         runtime=600,
+        cpus_per_task=config["profiling"]["threads"],
     params:
         settings=config["profiling"],
         basedir=BASEDIR,
@@ -23,6 +24,10 @@ rule profile_acceptance:
 rule offline_models:
     output:
         touch("results/profiling/offline_models.done"),
+    resources:
+        mem_mb=4000,
+        runtime=30,
+        cpus_per_task=1,
     params:
         sources=[config["profiling"]["draft"], config["profiling"]["target"]],
     script:

@@ -17,6 +17,10 @@ rule experiment:
         "results/experiments/{experiment}.parquet",
     wildcard_constraints:
         experiment="|".join(SIM["experiments"]) or "none",
+    resources:
+        mem_mb=8000,
+        runtime=60,
+        cpus_per_task=1,
     params:
         step="experiment",
         basedir=BASEDIR,
@@ -33,6 +37,10 @@ rule experiment_table:
         experiment="results/experiments/{experiment}.parquet",
     output:
         csv="results/simulation/{experiment}.csv",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+        cpus_per_task=1,
     params:
         name=lambda wc: wc.experiment,
         basedir=BASEDIR,
