@@ -23,8 +23,16 @@ def test_roofline_placements(ws):
     assert (df.xs("DLM Attn", level="label").intensity_flop_per_byte < 1.01).all()
 
 
+def _needs_no_inputs(name):
+    import inspect
+
+    return list(inspect.signature(TABLES[FIGURES[name][0]]).parameters) == ["ws"]
+
+
 def test_figures_are_byte_identical_across_runs(ws, tmp_path):
-    for name in FIGURES:
+    names = [n for n in FIGURES if _needs_no_inputs(n)]
+    assert {"fig06_roofline", "validation_gpu"} <= set(names)
+    for name in names:
         outs = []
         for run in ("a", "b"):
             d = tmp_path / run
