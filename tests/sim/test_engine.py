@@ -108,3 +108,20 @@ def test_static_mapping_search_is_the_fastest_candidate(models, hw):
     assert (best["target_fc"], best["draft_fc"]) == (target["fc"], draft["fc"])
     # FC on PIM is not a candidate where the weights live in GPU memory
     assert all(m[1]["fc"] == "gpu" for m in candidate_mappings(hw.system("dgx-a100")))
+
+
+def test_cost_table_matches_the_cost_model(models, hw):
+    from adsl.sim.timing import CostTable, batch_pass
+
+    s = hw.system("motivation-4gpu")
+    pair = models.pair("OPT-66B")
+    table = CostTable.build(pair.target, s, 9, PIM_MAP, FIVE, 64, 1100)
+    n = np.array([1, 7, 33, 64])
+    ctx = np.array([128.0, 333.3, 700.5, 1023.0])
+    direct = batch_pass(pair.target, s, n, 9, ctx, PIM_MAP, FIVE)
+    looked = table.lookup(n, ctx)
+    np.testing.assert_allclose(looked.time_s, direct.time_s, rtol=0.01)
+    np.testing.assert_allclose(looked.energy_j, direct.energy_j, rtol=0.01)
+    on_grid = table.lookup(n, np.array([128.0, 336.0, 704.0, 1024.0]))
+    exact = batch_pass(pair.target, s, n, 9, np.array([128.0, 336.0, 704.0, 1024.0]), PIM_MAP, FIVE)
+    np.testing.assert_allclose(on_grid.time_s, exact.time_s, rtol=1e-12)

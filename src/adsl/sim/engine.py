@@ -22,7 +22,7 @@ import numpy as np
 from adsl.fitting.generator import match_runs
 from adsl.perf.hardware import SystemSpec
 from adsl.perf.models import Pair
-from adsl.sim.timing import Schedule, batch_pass
+from adsl.sim.timing import CostTable, Schedule
 
 
 class SimError(ValueError):
@@ -66,6 +66,18 @@ def _add(acc: dict, key: str, value) -> None:
     acc[key] = acc.get(key, 0.0) + value
 
 
+def cost_tables(setup: Setup, pair: Pair, n_max: int, ctx_max: float) -> dict[str, CostTable]:
+    """The pass costs a run needs, for 0..n_max requests and contexts up to ctx_max."""
+    s, sch = setup.system, setup.schedule
+    if setup.decoding == "ad":
+        return {"decode": CostTable.build(pair.target, s, 1, setup.target_mapping, sch, n_max, ctx_max)}
+    d = setup.draft_length
+    return {
+        "draft": CostTable.build(pair.draft, s, 1, setup.draft_mapping, sch, n_max, ctx_max),
+        "verify": CostTable.build(pair.target, s, d + 1, setup.target_mapping, sch, n_max, ctx_max),
+    }
+
+
 def simulate(setup: Setup, pair: Pair, prompt_len, output_len, accept: np.ndarray | None = None) -> dict:
     """Run the batch to completion. ``prompt_len`` and ``output_len`` are (X, R); ``accept`` is
     (X, R, T) bool acceptance streams (SD only), T >= max output + d."""
@@ -84,45 +96,47 @@ def simulate(setup: Setup, pair: Pair, prompt_len, output_len, accept: np.ndarra
         if accept.shape[2] < out.max() + d:
             raise SimError(f"acceptance streams of {accept.shape[2]} positions; need >= {out.max() + d}")
         runs = match_runs(accept.reshape(x * r, -1)).reshape(x, r, -1)
+    tables = cost_tables(setup, pair, r, float(prompt.max() + out.max() + d))
     gen = np.zeros((x, r), dtype=np.int64)
     ctx = prompt.copy()
     pos = np.zeros((x, r), dtype=np.int64)
-    res = {"time_s": np.zeros(x), "energy_j": np.zeros(x), "iterations": np.zeros(x, dtype=np.int64)}
-    stage, busy, cls = {}, {}, {}
+    # The decoding loop only tracks who is active and where; costs depend on (requests, mean context)
+    # per iteration, so they are read from the cost tables for all iterations at once afterwards.
     xi, ri = np.arange(x)[:, None], np.arange(r)[None, :]
     active = gen < out
+    ns, cs = [], []
     while active.any():
         n = active.sum(axis=1)
-        ctx_mean = np.where(n > 0, (ctx * active).sum(axis=1) / np.maximum(n, 1), 0.0)
-        passes = []
+        ns.append(n)
+        cs.append(np.where(n > 0, (ctx * active).sum(axis=1) / np.maximum(n, 1), 0.0))
         if sd:
-            steps = np.arange(d)
-            dc = batch_pass(
-                pair.draft, setup.system, n[:, None], 1, ctx_mean[:, None] + steps, setup.draft_mapping, setup.schedule
-            )
-            passes.append(("draft", dc, 1))
-            vc = batch_pass(pair.target, setup.system, n, d + 1, ctx_mean, setup.target_mapping, setup.schedule)
-            passes.append(("verify", vc, 0))
             acc = np.minimum(runs[xi, ri, pos], d)
             emitted = np.where(active, np.minimum(acc + 1, out - gen), 0)
             pos = pos + np.where(active, acc + 1, 0)
         else:
-            ac = batch_pass(pair.target, setup.system, n, 1, ctx_mean, setup.target_mapping, setup.schedule)
-            passes.append(("decode", ac, 0))
             emitted = active.astype(np.int64)
-        for name, c, axis_sum in passes:
-            t = c.time_s.sum(axis=1) if axis_sum else c.time_s
-            res["time_s"] += t
-            res["energy_j"] += c.energy_j.sum(axis=1) if axis_sum else c.energy_j
-            _add(stage, name, t)
-            for k, v in c.busy_s.items():
-                _add(busy, k, v.sum(axis=1) if axis_sum else v)
-            for k, v in c.by_class_s.items():
-                _add(cls, k, v.sum(axis=1) if axis_sum else v)
-        res["iterations"] += active.any(axis=1)
         gen += emitted
         ctx += emitted
         active = gen < out
+    n_it, ctx_it = np.array(ns), np.array(cs)  # (iterations, replicas)
+    if sd:
+        passes = [
+            ("draft", tables["draft"].lookup(n_it[..., None], ctx_it[..., None] + np.arange(d)), (0, 2)),
+            ("verify", tables["verify"].lookup(n_it, ctx_it), (0,)),
+        ]
+    else:
+        passes = [("decode", tables["decode"].lookup(n_it, ctx_it), (0,))]
+    res = {"time_s": np.zeros(x), "energy_j": np.zeros(x), "iterations": (n_it > 0).sum(axis=0)}
+    stage, busy, cls = {}, {}, {}
+    for name, c, axes in passes:
+        t = c.time_s.sum(axis=axes)
+        res["time_s"] += t
+        res["energy_j"] += c.energy_j.sum(axis=axes)
+        _add(stage, name, t)
+        for k, v in c.busy_s.items():
+            _add(busy, k, v.sum(axis=axes))
+        for k, v in c.by_class_s.items():
+            _add(cls, k, v.sum(axis=axes))
     res["tokens"] = gen.sum(axis=1)
     res["throughput_tok_s"] = res["tokens"] / res["time_s"]
     res["tokens_per_j"] = res["tokens"] / res["energy_j"]

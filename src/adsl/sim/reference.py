@@ -3,8 +3,7 @@ vectorized engine (same streams -> same tokens, times and energies)."""
 
 from __future__ import annotations
 
-from adsl.sim.engine import Setup
-from adsl.sim.timing import batch_pass
+from adsl.sim.engine import Setup, cost_tables
 
 
 def simulate_one(setup: Setup, pair, prompt: list[float], out: list[int], accept=None) -> dict:
@@ -14,16 +13,17 @@ def simulate_one(setup: Setup, pair, prompt: list[float], out: list[int], accept
     pos = [0] * r
     time_s = energy_j = 0.0
     d = setup.draft_length
+    tables = cost_tables(setup, pair, r, max(prompt) + max(out) + d)
     while any(gen[i] < out[i] for i in range(r)):
         act = [i for i in range(r) if gen[i] < out[i]]
         n = len(act)
         ctx_mean = sum(ctx[i] for i in act) / n
         if setup.decoding == "sd":
             for j in range(d):
-                c = batch_pass(pair.draft, setup.system, n, 1, ctx_mean + j, setup.draft_mapping, setup.schedule)
+                c = tables["draft"].lookup(n, ctx_mean + j)
                 time_s += float(c.time_s)
                 energy_j += float(c.energy_j)
-            c = batch_pass(pair.target, setup.system, n, d + 1, ctx_mean, setup.target_mapping, setup.schedule)
+            c = tables["verify"].lookup(n, ctx_mean)
             time_s += float(c.time_s)
             energy_j += float(c.energy_j)
             for i in act:
@@ -35,7 +35,7 @@ def simulate_one(setup: Setup, pair, prompt: list[float], out: list[int], accept
                 gen[i] += e
                 ctx[i] += e
         else:
-            c = batch_pass(pair.target, setup.system, n, 1, ctx_mean, setup.target_mapping, setup.schedule)
+            c = tables["decode"].lookup(n, ctx_mean)
             time_s += float(c.time_s)
             energy_j += float(c.energy_j)
             for i in act:

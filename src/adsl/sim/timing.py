@@ -48,3 +48,48 @@ def batch_pass(model: ModelSpec, system: SystemSpec, n_req, q, ctx, mapping: dic
     else:
         time = m * total
     return BatchCost(np.where(live, time, 0.0), np.where(live, cost.total_energy_j * m, 0.0), busy, by_cls)
+
+
+CTX_STEP = 16  # context grid of the cost tables: the PIM stacks' KV granularity
+
+
+@dataclass(frozen=True)
+class CostTable:
+    """``batch_pass`` precomputed for every request count 0..n_max and a context grid, interpolated
+    linearly in context. The engine and the scalar reference both read costs from it, so a whole run
+    costs one vectorized cost-model call per (model, tokens per request)."""
+
+    time_s: np.ndarray  # (n_max + 1, grid)
+    energy_j: np.ndarray
+    busy_s: dict[str, np.ndarray]
+    by_class_s: dict[str, np.ndarray]
+
+    @classmethod
+    def build(cls, model, system, q, mapping, schedule, n_max: int, ctx_max: float) -> CostTable:
+        n = np.arange(n_max + 1, dtype=float)[:, None]
+        ctx = np.arange(0.0, ctx_max + 2 * CTX_STEP, CTX_STEP)[None, :]
+        c = batch_pass(model, system, n, q, ctx, mapping, schedule)
+        shape = (n.size, ctx.size)
+        full = lambda a: np.broadcast_to(np.asarray(a, dtype=float), shape).copy()  # noqa: E731
+        return cls(
+            full(c.time_s),
+            full(c.energy_j),
+            {k: full(v) for k, v in c.busy_s.items()},
+            {k: full(v) for k, v in c.by_class_s.items()},
+        )
+
+    def _interp(self, table: np.ndarray, n, ctx):
+        n = np.asarray(n, dtype=np.int64)
+        pos = np.asarray(ctx, dtype=float) / CTX_STEP
+        i = np.minimum(pos.astype(np.int64), table.shape[1] - 2)
+        f = pos - i
+        return table[n, i] * (1 - f) + table[n, i + 1] * f
+
+    def lookup(self, n, ctx) -> BatchCost:
+        n = np.broadcast_to(np.asarray(n), np.broadcast_shapes(np.shape(n), np.shape(ctx)))
+        return BatchCost(
+            self._interp(self.time_s, n, ctx),
+            self._interp(self.energy_j, n, ctx),
+            {k: self._interp(v, n, ctx) for k, v in self.busy_s.items()},
+            {k: self._interp(v, n, ctx) for k, v in self.by_class_s.items()},
+        )

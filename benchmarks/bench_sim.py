@@ -1,0 +1,83 @@
+"""Simulator speed: the Fig. 3 sweeps plus 3 pairs x 4 batch sizes x 4 systems at 1024 tokens, and the
+vectorized engine against the scalar reference on the same workload, measured side by side.
+
+Acceptance streams come from a fixed synthetic acceptance model here (speed does not depend on the
+fitted values), so the benchmark runs without the committed profile.
+
+    python benchmarks/bench_sim.py
+Goals (issue 5): >= 50x over the reference; < 0.2 s per configuration point at batch 128.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from adsl.fitting.distributions import fit_confidence
+from adsl.sim.experiment import request_streams, run_point
+from adsl.sim.reference import simulate_one
+from adsl.sim.systems import Context, build
+from adsl.workspace import load_workspace
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def synthetic_models(categories):
+    rng = np.random.default_rng(0)
+    conf = fit_confidence(np.concatenate([rng.beta(8, 1, 3000), rng.beta(2, 2, 1000)]))
+    return {c: {"confidence": conf, "joint": {"a": -0.3, "b": 0.9, "s": 0.6, "g": 0.5}} for c in categories}
+
+
+def main() -> None:
+    ws = load_workspace(ROOT / "config" / "config.yaml", base=ROOT)
+    sim = ws.config["simulation"]
+    models = synthetic_models(sim["categories"])
+    points = [("OPT-66B", s, b, 8, 1024, "warn") for s in ("AD", "SD") for b in (8, 16, 32, 64, 128)]
+    points += [("OPT-66B", s, 64, d, 1024, "warn") for s in ("SD",) for d in (2, 3, 4, 5, 6, 12)]
+    points += [
+        (p, s, b, 8, 1024, "warn")
+        for p in ("OPT-66B", "Llama3.1-70B", "OPT-175B")
+        for s in ("GPU-AD", "GPU-SD", "PIM-AD", "PIM-SD")
+        for b in (16, 32, 64, 128)
+    ]
+    t0 = time.perf_counter()
+    tokens, per_point_128 = 0, []
+    for p, s, b, d, seq, mem in points:
+        t1 = time.perf_counter()
+        row = run_point(ws, p, s, b, d, seq, models, mem)
+        if b == 128:
+            per_point_128.append(time.perf_counter() - t1)
+        tokens += row["tokens"] * sim["replicas"]
+    wall = time.perf_counter() - t0
+    print(f"{len(points)} configuration points ({sim['replicas']} replicas each): {wall:.1f} s wall")
+    print(f"simulated generated tokens per second of wall time: {tokens / wall:,.0f}")
+    print(
+        f"per point at batch 128: max {max(per_point_128):.3f} s, mean {np.mean(per_point_128):.3f} s "
+        f"(goal < 0.2 s: {'met' if max(per_point_128) < 0.2 else 'MISSED'})"
+    )
+
+    # same workload, vectorized vs scalar reference: SD d = 8, batch 32, 4 replicas, 1024 tokens
+    pair = ws.models.pair("OPT-66B")
+    setup = build("SD", Context(ws.hardware, pair, 32, 1024, 8, sim["systems"]))
+    x, b, prompt = 4, 32, 128
+    out = np.full((x, b), 1024 - prompt)
+    acc = request_streams(models, sim["categories"], x, b, 1024 + 65, 0)
+    from adsl.sim.engine import simulate
+
+    t1 = time.perf_counter()
+    vec = simulate(setup, pair, np.full((x, b), float(prompt)), out, acc)
+    t_vec = time.perf_counter() - t1
+    t1 = time.perf_counter()
+    ref = [simulate_one(setup, pair, [float(prompt)] * b, list(out[i]), acc[i]) for i in range(x)]
+    t_ref = time.perf_counter() - t1
+    same = all(abs(ref[i]["time_s"] / vec["time_s"][i] - 1) < 1e-9 for i in range(x))
+    print(
+        f"vectorized engine {t_vec * 1e3:.0f} ms vs scalar reference {t_ref * 1e3:.0f} ms on the same workload: "
+        f"{t_ref / t_vec:.0f}x (goal >= 50x: {'met' if t_ref / t_vec >= 50 else 'MISSED'}); identical times: {same}"
+    )
+
+
+if __name__ == "__main__":
+    main()
