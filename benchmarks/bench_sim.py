@@ -63,7 +63,7 @@ def main() -> None:
     setup = build("SD", Context(ws.hardware, pair, 32, 1024, 8, sim["systems"]))
     x, b, prompt = 4, 32, 128
     out = np.full((x, b), 1024 - prompt)
-    acc = request_streams(models, sim["categories"], x, b, 1024 + 65, 0)
+    _, acc = request_streams(models, sim["categories"], x, b, 1024 + 65, 0)
     from adsl.sim.engine import simulate
 
     t1 = time.perf_counter()

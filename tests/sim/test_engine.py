@@ -125,3 +125,37 @@ def test_cost_table_matches_the_cost_model(models, hw):
     on_grid = table.lookup(n, np.array([128.0, 336.0, 704.0, 1024.0]))
     exact = batch_pass(pair.target, s, n, 9, np.array([128.0, 336.0, 704.0, 1024.0]), PIM_MAP, FIVE)
     np.testing.assert_allclose(on_grid.time_s, exact.time_s, rtol=1e-12)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 5), st.integers(2, 8), st.floats(0.0, 0.9), st.integers(0, 2**31 - 1))
+def test_adaptive_lengths_engine_equals_reference(models, hw, batch, d_max, tau, seed):
+    from adsl.fitting.generator import running_product_lengths
+
+    rng = np.random.default_rng(seed)
+    out = rng.integers(1, 30, batch)
+    conf = rng.beta(5, 1, (1, batch, 50))
+    acc = rng.random((1, batch, 50)) < conf
+    lengths = running_product_lengths(conf[0], tau, d_max)[None]
+    s = setup(hw, d=d_max)
+    vec = simulate(s, models.pair("OPT-66B"), np.full((1, batch), 64.0), out[None], acc, lengths)
+    ref = simulate_one(s, models.pair("OPT-66B"), [64.0] * batch, list(out), acc[0], lengths[0])
+    assert vec["tokens"][0] == ref["tokens"] == out.sum()
+    assert vec["time_s"][0] == pytest.approx(ref["time_s"], rel=1e-9)
+    assert vec["energy_j"][0] == pytest.approx(ref["energy_j"], rel=1e-9)
+
+
+def test_tau_zero_is_fixed_length_sd(models, hw):
+    """With tau = 0 the running-product rule never stops early: SADDLE-d = fixed-length SD."""
+    from adsl.fitting.generator import running_product_lengths
+
+    rng = np.random.default_rng(0)
+    conf = rng.beta(5, 1, (2, 6, 120))
+    acc = rng.random(conf.shape) < conf
+    lengths = np.stack([running_product_lengths(c, 0.0, 5) for c in conf])
+    lengths = np.maximum(lengths, 5)  # positions near the end of a stream are capped by its length
+    s = setup(hw, d=5)
+    a = simulate(s, models.pair("OPT-66B"), np.full((2, 6), 64.0), np.full((2, 6), 60), acc, lengths)
+    b = simulate(s, models.pair("OPT-66B"), np.full((2, 6), 64.0), np.full((2, 6), 60), acc)
+    np.testing.assert_allclose(a["time_s"], b["time_s"], rtol=1e-12)
+    assert (a["tokens"] == b["tokens"]).all()

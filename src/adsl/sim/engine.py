@@ -34,12 +34,15 @@ class Setup:
     name: str
     system: SystemSpec
     decoding: str  # "ad" | "sd"
-    draft_length: int = 0
+    draft_length: int = 0  # fixed d, or the cap d_max of an adaptive policy
     target_mapping: dict = field(default_factory=dict)
     draft_mapping: dict = field(default_factory=dict)
     schedule: Schedule = Schedule()
+    policy: str = "fixed"  # fixed | running_product (stop when the product of confidences < tau)
 
     def __post_init__(self):
+        if self.policy not in ("fixed", "running_product"):
+            raise SimError(f"{self.name}: unknown draft policy {self.policy!r}")
         if self.decoding not in ("ad", "sd"):
             raise SimError(f"{self.name}: decoding must be 'ad' or 'sd', got {self.decoding!r}")
         if self.decoding == "sd" and self.draft_length < 1:
@@ -71,16 +74,43 @@ def cost_tables(setup: Setup, pair: Pair, n_max: int, ctx_max: float) -> dict[st
     s, sch = setup.system, setup.schedule
     if setup.decoding == "ad":
         return {"decode": CostTable.build(pair.target, s, 1, setup.target_mapping, sch, n_max, ctx_max)}
-    d = setup.draft_length
-    return {
-        "draft": CostTable.build(pair.draft, s, 1, setup.draft_mapping, sch, n_max, ctx_max),
-        "verify": CostTable.build(pair.target, s, d + 1, setup.target_mapping, sch, n_max, ctx_max),
-    }
+    return {"draft": CostTable.build(pair.draft, s, 1, setup.draft_mapping, sch, n_max, ctx_max)}
 
 
-def simulate(setup: Setup, pair: Pair, prompt_len, output_len, accept: np.ndarray | None = None) -> dict:
+def verify_tables(setup: Setup, pair: Pair, qs, n_max: int, ctx_max: float) -> dict[int, CostTable]:
+    """Target passes with q tokens per request, for every integer q the run needs."""
+    s, sch = setup.system, setup.schedule
+    return {int(q): CostTable.build(pair.target, s, int(q), setup.target_mapping, sch, n_max, ctx_max) for q in qs}
+
+
+def verify_cost(tables: dict[int, CostTable], n, ctx, q):
+    """Verification of n requests with q tokens each on average: linear between integer q tables."""
+    q = np.asarray(q, dtype=float)
+    lo = np.floor(q).astype(np.int64)
+    f = q - lo
+    out = None
+    for k in np.unique(lo):
+        sel = lo == k
+        a = tables[int(k)].lookup(n, ctx)
+        b = tables[int(k) + 1].lookup(n, ctx) if (f[sel] > 0).any() else a
+        part = a.combine(b, np.where(sel, f, 0.0), np.where(sel, 1.0, 0.0))
+        out = part if out is None else out.add(part)
+    return out
+
+
+def needed_qs(q) -> list[int]:
+    q = np.asarray(q, dtype=float)
+    lo = np.floor(q).astype(np.int64)
+    return sorted(set(lo.ravel().tolist()) | set((lo[q > lo] + 1).ravel().tolist()))
+
+
+def simulate(
+    setup: Setup, pair: Pair, prompt_len, output_len, accept: np.ndarray | None = None, draft_lengths=None
+) -> dict:
     """Run the batch to completion. ``prompt_len`` and ``output_len`` are (X, R); ``accept`` is
-    (X, R, T) bool acceptance streams (SD only), T >= max output + d."""
+    (X, R, T) bool acceptance streams (SD only), T >= max output + d. ``draft_lengths`` (X, R, T), for
+    an adaptive policy, is the draft length a request uses when it starts drafting at each position
+    (capped at ``setup.draft_length``); without it every draft has the fixed length."""
     prompt = np.asarray(prompt_len, dtype=float)
     out = np.asarray(output_len, dtype=np.int64)
     if prompt.shape != out.shape or prompt.ndim != 2:
@@ -96,6 +126,10 @@ def simulate(setup: Setup, pair: Pair, prompt_len, output_len, accept: np.ndarra
         if accept.shape[2] < out.max() + d:
             raise SimError(f"acceptance streams of {accept.shape[2]} positions; need >= {out.max() + d}")
         runs = match_runs(accept.reshape(x * r, -1)).reshape(x, r, -1)
+        if draft_lengths is not None:
+            draft_lengths = np.minimum(np.asarray(draft_lengths), d)
+            if draft_lengths.shape != accept.shape or (draft_lengths < 1).any():
+                raise SimError("draft_lengths must match the streams' shape and be >= 1")
     tables = cost_tables(setup, pair, r, float(prompt.max() + out.max() + d))
     gen = np.zeros((x, r), dtype=np.int64)
     ctx = prompt.copy()
@@ -104,13 +138,21 @@ def simulate(setup: Setup, pair: Pair, prompt_len, output_len, accept: np.ndarra
     # per iteration, so they are read from the cost tables for all iterations at once afterwards.
     xi, ri = np.arange(x)[:, None], np.arange(r)[None, :]
     active = gen < out
-    ns, cs = [], []
+    ns, cs, dn, dc, qs = [], [], [], [], []
+    steps = np.arange(d)
     while active.any():
         n = active.sum(axis=1)
         ns.append(n)
         cs.append(np.where(n > 0, (ctx * active).sum(axis=1) / np.maximum(n, 1), 0.0))
         if sd:
-            acc = np.minimum(runs[xi, ri, pos], d)
+            length = draft_lengths[xi, ri, pos] if draft_lengths is not None else np.full((x, r), d)
+            length = np.where(active, length, 0)
+            drafting = length[..., None] > steps  # (X, R, d): still drafting at step j
+            n_j = drafting.sum(axis=1)
+            dn.append(n_j)
+            dc.append(np.where(n_j > 0, (ctx[..., None] * drafting).sum(axis=1) / np.maximum(n_j, 1), 0.0) + steps)
+            qs.append(np.where(n > 0, ((length + 1) * active).sum(axis=1) / np.maximum(n, 1), 1.0))
+            acc = np.minimum(runs[xi, ri, pos], length)
             emitted = np.where(active, np.minimum(acc + 1, out - gen), 0)
             pos = pos + np.where(active, acc + 1, 0)
         else:
@@ -120,9 +162,11 @@ def simulate(setup: Setup, pair: Pair, prompt_len, output_len, accept: np.ndarra
         active = gen < out
     n_it, ctx_it = np.array(ns), np.array(cs)  # (iterations, replicas)
     if sd:
+        q_it = np.array(qs)
+        vt = verify_tables(setup, pair, needed_qs(q_it), r, float(prompt.max() + out.max() + d))
         passes = [
-            ("draft", tables["draft"].lookup(n_it[..., None], ctx_it[..., None] + np.arange(d)), (0, 2)),
-            ("verify", tables["verify"].lookup(n_it, ctx_it), (0,)),
+            ("draft", tables["draft"].lookup(np.array(dn), np.array(dc)), (0, 2)),
+            ("verify", verify_cost(vt, n_it, ctx_it, q_it), (0,)),
         ]
     else:
         passes = [("decode", tables["decode"].lookup(n_it, ctx_it), (0,))]

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pandas as pd
 
-from adsl.fitting.generator import draw_streams
+from adsl.fitting.generator import draw_streams, running_product_lengths
 from adsl.fitting.modelfile import read_model
 from adsl.sim.engine import check_memory, memory_need, simulate
 from adsl.sim.systems import Context, build
@@ -19,17 +19,40 @@ def request_streams(models: dict[str, dict], categories: list[str], replicas: in
     """(replicas, batch, t) acceptance streams; request i belongs to categories[i % len]."""
     rng = np.random.default_rng(seed)
     acc = np.empty((replicas, batch, t), dtype=bool)
+    conf = np.empty((replicas, batch, t), dtype=np.float32)
+    for c, idx in request_categories(categories, batch).items():
+        cf, a = draw_streams(models[c], replicas * idx.size, t, rng)
+        acc[:, idx, :] = a.reshape(replicas, idx.size, t)
+        conf[:, idx, :] = cf.reshape(replicas, idx.size, t)
+    return conf, acc
+
+
+def request_categories(categories: list[str], batch: int) -> dict[str, np.ndarray]:
+    """Request i belongs to categories[i % len(categories)]."""
     cats = np.array([categories[i % len(categories)] for i in range(batch)])
-    for c in categories:
-        idx = np.flatnonzero(cats == c)
-        if idx.size:
-            _, a = draw_streams(models[c], replicas * idx.size, t, rng)
-            acc[:, idx, :] = a.reshape(replicas, idx.size, t)
-    return acc
+    return {c: np.flatnonzero(cats == c) for c in categories if (cats == c).any()}
+
+
+def adaptive_lengths(conf: np.ndarray, categories: list[str], taus: dict[str, float], d_max: int) -> np.ndarray:
+    """Per-position draft lengths of the running-product rule, with each request's category's tau."""
+    x, b, t = conf.shape
+    out = np.empty((x, b, t), dtype=np.int64)
+    for c, idx in request_categories(categories, b).items():
+        sub = conf[:, idx, :].reshape(-1, t)
+        out[:, idx, :] = running_product_lengths(sub, taus[c], d_max).reshape(x, idx.size, t)
+    return out
 
 
 def run_point(
-    ws, pair_name: str, system_name: str, batch: int, d: int, seq_len: int, models: dict, memory_check: str = "error"
+    ws,
+    pair_name: str,
+    system_name: str,
+    batch: int,
+    d: int,
+    seq_len: int,
+    models: dict,
+    memory_check: str = "error",
+    taus: dict[str, float] | None = None,
 ) -> dict:
     sim = ws.config["simulation"]
     pair = ws.models.pair(pair_name)
@@ -47,8 +70,13 @@ def run_point(
         if d > STREAM_SLACK:
             raise ValueError(f"draft length {d} > {STREAM_SLACK} is not supported")
         t = int(out.max()) + STREAM_SLACK + 1
-        acc = request_streams(models, sim["categories"], x, batch, t, ws.config["seed"] + batch)
-    res = simulate(setup, pair, np.full((x, batch), float(prompt)), out, acc)
+        conf, acc = request_streams(models, sim["categories"], x, batch, t, ws.config["seed"] + batch)
+    lengths = None
+    if setup.policy == "running_product":
+        if taus is None:
+            raise ValueError(f"{system_name} drafts adaptively and needs tau per category (results/acceptance/tau.csv)")
+        lengths = adaptive_lengths(conf, sim["categories"], taus, d)
+    res = simulate(setup, pair, np.full((x, batch), float(prompt)), out, acc, lengths)
     # busy time sums every stage's work; stages run on different devices side by side
     stages = setup.system.pipeline_stages
     busy = {k: float(np.mean(v / (res["time_s"] * stages))) for k, v in res["busy_s"].items()}
@@ -57,6 +85,7 @@ def run_point(
         pair=pair_name,
         batch=batch,
         draft_length=d if setup.decoding == "sd" else 0,
+        policy=setup.policy,
         seq_len=seq_len,
         hardware=setup.system.name,
         memory_needed_gb=need / 1e9,

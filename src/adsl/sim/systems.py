@@ -3,6 +3,7 @@ one line in SYSTEMS."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from adsl.perf.cost import default_mapping
@@ -74,6 +75,13 @@ def motivation_sd(ctx: Context) -> Setup:
     return _static_sd(ctx, "SD", ctx.settings["motivation_system"])
 
 
+def saddle_d(ctx: Context) -> Setup:
+    """Ablation SADDLE-d: PIM-SD with per-request adaptive draft length (running product < tau, capped
+    at the SD baselines' d), still a strict draft/verify alternation with the frozen static mapping."""
+    base = _static_sd(ctx, "SADDLE-d", ctx.settings["pim_system"])
+    return dataclasses.replace(base, policy="running_product")
+
+
 SYSTEMS = {
     "GPU-AD": gpu_ad,
     "GPU-SD": gpu_sd,
@@ -81,6 +89,7 @@ SYSTEMS = {
     "PIM-SD": pim_sd,
     "AD": motivation_ad,
     "SD": motivation_sd,
+    "SADDLE-d": saddle_d,
 }
 
 

@@ -26,6 +26,21 @@ class BatchCost:
     busy_s: dict[str, np.ndarray]  # device -> busy time
     by_class_s: dict[str, np.ndarray]  # operator class -> time (serial sum, before overlap)
 
+    def _map2(self, other: BatchCost, fn) -> BatchCost:
+        return BatchCost(
+            fn(self.time_s, other.time_s),
+            fn(self.energy_j, other.energy_j),
+            {k: fn(v, other.busy_s[k]) for k, v in self.busy_s.items()},
+            {k: fn(v, other.by_class_s[k]) for k, v in self.by_class_s.items()},
+        )
+
+    def combine(self, other: BatchCost, f, weight) -> BatchCost:
+        """weight x ((1 - f) x self + f x other), element-wise."""
+        return self._map2(other, lambda a, b: weight * ((1 - f) * a + f * b))
+
+    def add(self, other: BatchCost) -> BatchCost:
+        return self._map2(other, lambda a, b: a + b)
+
 
 def batch_pass(model: ModelSpec, system: SystemSpec, n_req, q, ctx, mapping: dict, schedule: Schedule) -> BatchCost:
     """``n_req`` requests (array) with ``q`` tokens each over ``ctx`` cached tokens (mean per request)."""
