@@ -145,13 +145,19 @@ def simulate(
         ns.append(n)
         cs.append(np.where(n > 0, (ctx * active).sum(axis=1) / np.maximum(n, 1), 0.0))
         if sd:
-            length = draft_lengths[xi, ri, pos] if draft_lengths is not None else np.full((x, r), d)
-            length = np.where(active, length, 0)
-            drafting = length[..., None] > steps  # (X, R, d): still drafting at step j
-            n_j = drafting.sum(axis=1)
-            dn.append(n_j)
-            dc.append(np.where(n_j > 0, (ctx[..., None] * drafting).sum(axis=1) / np.maximum(n_j, 1), 0.0) + steps)
-            qs.append(np.where(n > 0, ((length + 1) * active).sum(axis=1) / np.maximum(n, 1), 1.0))
+            if draft_lengths is None:  # every active request drafts d tokens
+                length = d
+                dn.append(np.repeat(n[:, None], d, axis=1))
+                dc.append(cs[-1][:, None] + steps)
+                qs.append(np.full(x, d + 1.0))
+            else:
+                length = np.where(active, draft_lengths[xi, ri, pos], 0)
+                drafting = length[..., None] > steps  # (X, R, d): still drafting at step j
+                n_j = drafting.sum(axis=1)
+                dn.append(n_j)
+                mean = (ctx[..., None] * drafting).sum(axis=1) / np.maximum(n_j, 1)
+                dc.append(np.where(n_j > 0, mean, 0.0) + steps)
+                qs.append(np.where(n > 0, ((length + 1) * active).sum(axis=1) / np.maximum(n, 1), 1.0))
             acc = np.minimum(runs[xi, ri, pos], length)
             emitted = np.where(active, np.minimum(acc + 1, out - gen), 0)
             pos = pos + np.where(active, acc + 1, 0)
