@@ -58,10 +58,10 @@ def main() -> None:
         f"(goal < 0.2 s: {'met' if max(per_point_128) < 0.2 else 'MISSED'})"
     )
 
-    # same workload, vectorized vs scalar reference: SD d = 8, batch 32, 4 replicas, 1024 tokens
+    # same workload, vectorized vs scalar reference: SD d = 8, batch 128, 4 replicas, 1024 tokens
     pair = ws.models.pair("OPT-66B")
-    setup = build("SD", Context(ws.hardware, pair, 32, 1024, 8, sim["systems"]))
-    x, b, prompt = 4, 32, 128
+    setup = build("SD", Context(ws.hardware, pair, 128, 1024, 8, sim["systems"]))
+    x, b, prompt = 4, 128, 128
     out = np.full((x, b), 1024 - prompt)
     _, acc = request_streams(models, sim["categories"], x, b, 1024 + 65, 0)
     from adsl.sim.engine import simulate
