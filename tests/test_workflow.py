@@ -86,6 +86,9 @@ def test_end_to_end_twice_is_deterministic_and_incremental(tmp_path):
         out_a
     )
     assert out_a == outputs(b)
+    run(["--report", "report.html"], a)
+    html = (a / "report.html").read_text(errors="replace")
+    assert "fig06_roofline" in html and "validation_gpu" in html
     again = run(["-n"], a)
     assert "Nothing to be done" in again.stdout + again.stderr
     # One figure: only its own chain is rebuilt.

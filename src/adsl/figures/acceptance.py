@@ -65,8 +65,8 @@ def fig04a_acceptance_rate(ws: Workspace, df: pd.DataFrame):
     return fig, df
 
 
-def fig04b_accepted_per_iteration(ws: Workspace, df: pd.DataFrame):
-    del ws
+def plot_accepted_per_iteration(df: pd.DataFrame, title: str):
+    """Accepted tokens per speculative iteration, one colour per category (Fig. 4b and 4c)."""
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     sns.lineplot(
         data=df,
@@ -84,7 +84,12 @@ def fig04b_accepted_per_iteration(ws: Workspace, df: pd.DataFrame):
         xticks=range(1, int(df.iteration.max()) + 1),
         xlabel="Speculative iteration",
         ylabel=f"Accepted tokens (d = {d})",
-        title=df.pair.iloc[0],
+        title=title,
     )
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     return fig, df
+
+
+def fig04b_accepted_per_iteration(ws: Workspace, df: pd.DataFrame):
+    del ws
+    return plot_accepted_per_iteration(df, df.pair.iloc[0])

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from adsl.figures.acceptance import CATEGORY_ORDER, plot_accepted_per_iteration
 from adsl.fitting import distributions as dist
 from adsl.fitting.calibration import calibration_curve
 from adsl.fitting.generator import draw_streams, fixed_lengths, replay_lengths
@@ -14,8 +15,6 @@ from adsl.fitting.modelfile import read_model
 from adsl.fitting.pipeline import accepted_at, greedy_sequences
 from adsl.profiling.traces import read_profile
 from adsl.workspace import Workspace
-
-CATEGORY_ORDER = ["summarization", "open_qa", "creative_writing"]
 
 
 def fit_diagnostics_table(ws: Workspace, profile: str, models: list[str]) -> pd.DataFrame:
@@ -125,24 +124,4 @@ def per_iteration_model_table(ws: Workspace, models: list[str]) -> pd.DataFrame:
 
 def fig04c_accepted_per_iteration_llama(ws: Workspace, df: pd.DataFrame):
     del ws
-    fig, ax = plt.subplots(figsize=(6.4, 3.8))
-    sns.lineplot(
-        data=df,
-        x="iteration",
-        y="accepted",
-        hue="category",
-        style="series",
-        markers=True,
-        ax=ax,
-        hue_order=[c for c in CATEGORY_ORDER if c in set(df.category)],
-    )
-    d = int(df.d.iloc[0])
-    ax.set(
-        ylim=(-0.3, d + 0.3),
-        xticks=range(1, int(df.iteration.max()) + 1),
-        xlabel="Speculative iteration",
-        ylabel=f"Accepted tokens (d = {d})",
-        title=f"{df.pair.iloc[0]} pair (calibrated acceptance model)",
-    )
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-    return fig, df
+    return plot_accepted_per_iteration(df, f"{df.pair.iloc[0]} pair (calibrated acceptance model)")
