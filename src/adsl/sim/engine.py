@@ -39,6 +39,7 @@ class Setup:
     draft_mapping: dict = field(default_factory=dict)
     schedule: Schedule = Schedule()
     policy: str = "fixed"  # fixed | running_product (stop when the product of confidences < tau)
+    dynamic: bool = False  # place DLM FC and TLM attention per pass by arithmetic intensity
 
     def __post_init__(self):
         if self.policy not in ("fixed", "running_product"):
@@ -104,6 +105,34 @@ def needed_qs(q) -> list[int]:
     return sorted(set(lo.ravel().tolist()) | set((lo[q > lo] + 1).ravel().tolist()))
 
 
+def _dynamic(setup, pair, n_d, c_d, n_it, ctx_it, q_it, draft_cost, verify, placement):
+    """Place draft FC and target attention, pass by pass, on the device that is faster for that pass
+    under the cost model (thresholds pre-characterised per request count and context: the cost tables).
+    A single intensity threshold is not enough here: PIM load balance (heads over stacks) and per-call
+    costs move the crossover with batch and context (see adsl.sim.scheduler)."""
+    import dataclasses
+
+    ctx_max = float(max(c_d.max(), ctx_it.max()) + 1)
+    r = int(n_it.max())
+    other = draft_cost
+    if setup.system.weights_in in ("pim", "both"):
+        flip = {**setup.draft_mapping, "fc": "pim" if setup.draft_mapping.get("fc") == "gpu" else "gpu"}
+        alt = dataclasses.replace(setup, draft_mapping=flip)
+        other = cost_tables(alt, pair, r, ctx_max)["draft"].lookup(n_d, c_d)
+        use_other = other.time_s < draft_cost.time_s
+        to_pim = (use_other if flip["fc"] == "pim" else ~use_other) & (n_d > 0)
+        draft_cost = draft_cost.select(other, use_other)
+        placement["draft_fc_on_pim"] = float(to_pim[n_d > 0].mean()) if (n_d > 0).any() else 0.0
+    flip_t = {**setup.target_mapping, "attention": "pim" if setup.target_mapping.get("attention") == "gpu" else "gpu"}
+    alt_t = dataclasses.replace(setup, target_mapping=flip_t)
+    vt_alt = verify_tables(alt_t, pair, needed_qs(q_it), r, ctx_max)
+    other_v = verify_cost(vt_alt, n_it, ctx_it, q_it)
+    use_other_t = other_v.time_s < verify.time_s
+    to_pim_t = use_other_t if flip_t["attention"] == "pim" else ~use_other_t
+    placement["target_attention_on_pim"] = float(to_pim_t[n_it > 0].mean())
+    return draft_cost, verify.select(other_v, use_other_t)
+
+
 def simulate(
     setup: Setup, pair: Pair, prompt_len, output_len, accept: np.ndarray | None = None, draft_lengths=None
 ) -> dict:
@@ -167,13 +196,16 @@ def simulate(
         ctx += emitted
         active = gen < out
     n_it, ctx_it = np.array(ns), np.array(cs)  # (iterations, replicas)
+    res_place: dict = {}
     if sd:
         q_it = np.array(qs)
         vt = verify_tables(setup, pair, needed_qs(q_it), r, float(prompt.max() + out.max() + d))
-        passes = [
-            ("draft", tables["draft"].lookup(np.array(dn), np.array(dc)), (0, 2)),
-            ("verify", verify_cost(vt, n_it, ctx_it, q_it), (0,)),
-        ]
+        n_d, c_d = np.array(dn), np.array(dc)
+        draft_cost = tables["draft"].lookup(n_d, c_d)
+        verify = verify_cost(vt, n_it, ctx_it, q_it)
+        if setup.dynamic:
+            draft_cost, verify = _dynamic(setup, pair, n_d, c_d, n_it, ctx_it, q_it, draft_cost, verify, res_place)
+        passes = [("draft", draft_cost, (0, 2)), ("verify", verify, (0,))]
     else:
         passes = [("decode", tables["decode"].lookup(n_it, ctx_it), (0,))]
     res = {"time_s": np.zeros(x), "energy_j": np.zeros(x), "iterations": (n_it > 0).sum(axis=0)}
@@ -187,6 +219,7 @@ def simulate(
             _add(busy, k, v.sum(axis=axes))
         for k, v in c.by_class_s.items():
             _add(cls, k, v.sum(axis=axes))
+    res["placement"] = res_place
     res["tokens"] = gen.sum(axis=1)
     res["throughput_tok_s"] = res["tokens"] / res["time_s"]
     res["tokens_per_j"] = res["tokens"] / res["energy_j"]

@@ -27,16 +27,23 @@ class BatchCost:
     by_class_s: dict[str, np.ndarray]  # operator class -> time (serial sum, before overlap)
 
     def _map2(self, other: BatchCost, fn) -> BatchCost:
+        def both(a: dict, b: dict) -> dict:  # a device or class missing on one side did no work there
+            return {k: fn(a.get(k, 0.0), b.get(k, 0.0)) for k in sorted(set(a) | set(b))}
+
         return BatchCost(
             fn(self.time_s, other.time_s),
             fn(self.energy_j, other.energy_j),
-            {k: fn(v, other.busy_s[k]) for k, v in self.busy_s.items()},
-            {k: fn(v, other.by_class_s[k]) for k, v in self.by_class_s.items()},
+            both(self.busy_s, other.busy_s),
+            both(self.by_class_s, other.by_class_s),
         )
 
     def combine(self, other: BatchCost, f, weight) -> BatchCost:
         """weight x ((1 - f) x self + f x other), element-wise."""
         return self._map2(other, lambda a, b: weight * ((1 - f) * a + f * b))
+
+    def select(self, other: BatchCost, use_other) -> BatchCost:
+        """Element-wise: ``other`` where ``use_other``, else self."""
+        return self._map2(other, lambda a, b: np.where(use_other, b, a))
 
     def add(self, other: BatchCost) -> BatchCost:
         return self._map2(other, lambda a, b: a + b)
@@ -45,7 +52,8 @@ class BatchCost:
 def batch_pass(model: ModelSpec, system: SystemSpec, n_req, q, ctx, mapping: dict, schedule: Schedule) -> BatchCost:
     """``n_req`` requests (array) with ``q`` tokens each over ``ctx`` cached tokens (mean per request)."""
     n_req = np.asarray(n_req, dtype=float)
-    m = max(1, schedule.micro_batches)
+    # a micro-batch holds at least one request: fewer requests than micro-batches use fewer of them
+    m = np.clip(np.floor(n_req), 1, max(1, schedule.micro_batches))
     per = np.maximum(n_req / m, 1e-9)
     cost = pass_cost(model, system, per, q, ctx, mapping)
     live = n_req > 0
@@ -56,10 +64,10 @@ def batch_pass(model: ModelSpec, system: SystemSpec, n_req, q, ctx, mapping: dic
     s = system.pipeline_stages
     if s > 1:
         time = (m + s - 1) / s * total
-    elif schedule.overlap and m > 1:
+    elif schedule.overlap:
         gpu = dev.get("gpu", 0.0) + dev.get("link", 0.0)
         pim = dev.get("pim", 0.0)
-        time = np.maximum(m * gpu, m * pim) + np.minimum(gpu, pim)
+        time = np.where(m > 1, np.maximum(m * gpu, m * pim) + np.minimum(gpu, pim), total)
     else:
         time = m * total
     return BatchCost(np.where(live, time, 0.0), np.where(live, cost.total_energy_j * m, 0.0), busy, by_cls)

@@ -1,0 +1,64 @@
+import dataclasses
+
+import numpy as np
+import pytest
+
+from adsl.sim.engine import Setup, simulate
+from adsl.sim.scheduler import family_intensity, intensity_threshold, roofline_threshold
+from adsl.sim.timing import Schedule, batch_pass
+
+TEN = Schedule(micro_batches=10)
+
+
+def test_thresholds_come_from_the_cost_model(models, hw):
+    s = hw.system("saddle")
+    expected = (s.pim.pe_flops * 5) / (5 * 670.4e9 * s.gpu.eta_memory)
+    assert roofline_threshold(s) == pytest.approx(expected, rel=1e-3)
+    # fixed GPU kernel costs keep small draft passes on PIM somewhat beyond the roofline crossover
+    assert intensity_threshold(models.model("OPT-1.3B"), s, "fc", TEN) >= roofline_threshold(s) * 0.9
+
+
+def test_one_intensity_threshold_cannot_place_attention(models, hw):
+    """Why the scheduler uses per-(requests, context) thresholds: at the same intensity the faster
+    device for OPT-66B's verification attention changes with batch and context."""
+    s = hw.system("saddle")
+    m = models.model("OPT-66B")
+    q = 6  # about 5.7 FLOP/B in both cases
+    faster = []
+    for n, ctx in ((16, 1024), (101, 2048)):
+        t = {d: float(batch_pass(m, s, n, q, ctx, {"fc": "gpu", "attention": d}, TEN).time_s) for d in ("gpu", "pim")}
+        faster.append(min(t, key=t.get))
+    assert faster == ["gpu", "pim"]
+    assert (
+        abs(
+            float(family_intensity(m, "attention", 16, q, 1024)) - float(family_intensity(m, "attention", 101, q, 2048))
+        )
+        < 0.1
+    )
+
+
+def test_dynamic_placement_beats_every_static_placement(models, hw):
+    pair = models.pair("Llama3.1-70B")
+    s = hw.system("saddle")
+    rng = np.random.default_rng(1)
+    acc = rng.random((2, 16, 300)) < 0.7
+    base = Setup("x", s, "sd", 8, {"fc": "gpu", "attention": "pim"}, {"fc": "gpu", "attention": "pim"}, TEN)
+    out, prompt = np.full((2, 16), 200), np.full((2, 16), 512.0)
+    times = [
+        simulate(
+            dataclasses.replace(
+                base, target_mapping={"fc": "gpu", "attention": a}, draft_mapping={"fc": f, "attention": "pim"}
+            ),
+            pair,
+            prompt,
+            out,
+            acc,
+        )["time_s"]
+        for a in ("gpu", "pim")
+        for f in ("gpu", "pim")
+    ]
+    dyn = simulate(dataclasses.replace(base, dynamic=True), pair, prompt, out, acc)
+    # each pass takes the faster placement, so the run beats every static placement
+    assert (dyn["time_s"] <= np.min(times, axis=0) * (1 + 1e-9)).all()
+    assert 0.0 <= dyn["placement"]["target_attention_on_pim"] <= 1.0
+    assert dyn["tokens"].tolist() == [3200, 3200]
