@@ -31,10 +31,6 @@ def figure(smk) -> None:
     )
 
 
-def repo_root() -> Path:
-    return Path(__file__).resolve().parents[2]
-
-
 def _prepare_offline(source: str) -> None:
     from adsl.profiling.offline_models import OFFLINE_GGUF, assemble, install_parts
 
@@ -158,7 +154,6 @@ def tau_table(smk) -> None:
 
 
 def experiment(smk) -> None:
-    from pathlib import Path
 
     from adsl.io import atomic_path
     from adsl.sim.experiment import run_experiment
