@@ -40,34 +40,44 @@ def _logitnormal_fit(x):
     return {"mu": mu, "sigma": sd}, ll
 
 
-def _mixture_logpdf(x, w, a1, b1, a2, b2):
-    return np.logaddexp(np.log(w) + stats.beta.logpdf(x, a1, b1), np.log1p(-w) + stats.beta.logpdf(x, a2, b2))
+def _mixture_logpdf(x, w, a, b):
+    return special.logsumexp(
+        [np.log(wi) + stats.beta.logpdf(x, ai, bi) for wi, ai, bi in zip(w, a, b, strict=True)], axis=0
+    )
 
 
-def _mixture_fit(x, start: dict | None = None):
+def _mixture_unpack(t, k):
+    w = special.softmax(np.concatenate([[0.0], t[: k - 1]]))
+    ab = np.exp(np.clip(t[k - 1 :], -8, 12)).reshape(k, 2)
+    return w, ab[:, 0], ab[:, 1]
+
+
+def _mixture_fit(x, k: int = 2, start: dict | None = None):
+    """k-component Beta mixture by maximum likelihood (Nelder-Mead on log / softmax parameters);
+    components are reported in order of their mean."""
     if start is None:
-        lo, hi = x[x < np.median(x)], x[x >= np.median(x)]
-        s = [_beta_fit(part)[0] for part in (lo, hi)]
-        theta0 = np.array([0.0, *np.log([s[0]["a"], s[0]["b"], s[1]["a"], s[1]["b"]])])
+        parts = np.array_split(np.sort(x), k)
+        s = [_beta_fit(part)[0] for part in parts]
+        theta0 = np.concatenate([np.zeros(k - 1), np.log([[c["a"], c["b"]] for c in s]).ravel()])
     else:  # warm start (bootstrap resamples start from the full-data estimate)
-        theta0 = np.array([special.logit(start["w"]), *np.log([start[k] for k in ("a1", "b1", "a2", "b2")])])
+        w0 = np.asarray(start["w"])
+        theta0 = np.concatenate([np.log(w0[1:] / w0[0]), np.log(np.c_[start["a"], start["b"]]).ravel()])
 
     def nll(t):
-        w = special.expit(t[0])
-        a1, b1, a2, b2 = np.exp(np.clip(t[1:], -8, 8))
-        return -_mixture_logpdf(x, w, a1, b1, a2, b2).sum()
+        return -_mixture_logpdf(x, *_mixture_unpack(t, k)).sum()
 
-    res = optimize.minimize(nll, theta0, method="Nelder-Mead", options={"maxiter": 4000, "xatol": 1e-6, "fatol": 1e-8})
-    w = float(special.expit(res.x[0]))
-    a1, b1, a2, b2 = (float(v) for v in np.exp(np.clip(res.x[1:], -8, 8)))
-    if a1 / (a1 + b1) > a2 / (a2 + b2):  # order components by mean for a stable description
-        w, a1, b1, a2, b2 = 1 - w, a2, b2, a1, b1
-    return {"w": w, "a1": a1, "b1": b1, "a2": a2, "b2": b2}, float(-res.fun)
+    opts = {"maxiter": 4000 * k, "xatol": 1e-6, "fatol": 1e-8}
+    res = optimize.minimize(nll, theta0, method="Nelder-Mead", options=opts)
+    w, a, b = _mixture_unpack(res.x, k)
+    order = np.argsort(a / (a + b))
+    return {"w": w[order].tolist(), "a": a[order].tolist(), "b": b[order].tolist()}, float(-res.fun)
 
 
 CONFIDENCE_MODELS = {
     "beta": (_beta_fit, 2),
-    "beta_mixture": (_mixture_fit, 5),
+    "beta_mixture": (lambda x, **kw: _mixture_fit(x, 2, **kw), 5),
+    # a third component captures the spike of draft confidences just below 1 that real profiles show
+    "beta_mixture3": (lambda x, **kw: _mixture_fit(x, 3, **kw), 8),
     "logit_normal": (_logitnormal_fit, 2),
 }
 
@@ -79,7 +89,7 @@ def confidence_cdf(model: str, params: dict, x) -> np.ndarray:
     if model == "logit_normal":
         return stats.norm.cdf(special.logit(x), params["mu"], params["sigma"])
     p = params
-    return p["w"] * stats.beta.cdf(x, p["a1"], p["b1"]) + (1 - p["w"]) * stats.beta.cdf(x, p["a2"], p["b2"])
+    return sum(w * stats.beta.cdf(x, a, b) for w, a, b in zip(p["w"], p["a"], p["b"], strict=True))
 
 
 def confidence_ppf(model: str, params: dict, u) -> np.ndarray:
@@ -108,9 +118,20 @@ def fit_confidence(x, bootstrap: int = 0, rng: np.random.Generator | None = None
     if bootstrap:
         rng = rng or np.random.default_rng(0)
         fit = CONFIDENCE_MODELS[best][0]
-        kw = {"start": cands[best]["params"]} if best == "beta_mixture" else {}
-        draws = [fit(x[rng.integers(0, len(x), len(x))], **kw)[0] for _ in range(bootstrap)]
+        kw = {"start": cands[best]["params"]} if best.startswith("beta_mixture") else {}
+        draws = [_flat(fit(x[rng.integers(0, len(x), len(x))], **kw)[0]) for _ in range(bootstrap)]
         out["ci95"] = {k: [float(np.quantile([d[k] for d in draws], q)) for q in (0.025, 0.975)] for k in draws[0]}
+    return out
+
+
+def _flat(params: dict) -> dict:
+    """Mixture parameter lists as scalar entries (w1, a1, b1, w2, ...) for confidence intervals."""
+    out = {}
+    for key, value in params.items():
+        if isinstance(value, list):
+            out.update({f"{key}{i + 1}": v for i, v in enumerate(value)})
+        else:
+            out[key] = value
     return out
 
 
