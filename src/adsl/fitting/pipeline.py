@@ -56,64 +56,38 @@ def fit_category(profile: Profile, category: str, pair: str, bootstrap: int = 10
 
 def selection_rows(model: dict) -> list[dict]:
     """One row per (question, candidate) for the model-selection table."""
-    pair, cat = model["pair"], model["category"]
-    rows = []
-    for name, c in model["confidence"]["candidates"].items():
-        rows.append(
-            dict(
-                pair=pair,
-                category=cat,
-                question="confidence distribution",
-                candidate=name,
-                aic=c["aic"],
-                selected=name == model["confidence"]["selected"],
-                test="KS",
-                pvalue=model["confidence"]["ks_pvalue"],
-            )
-        )
-    h = model["heterogeneity"]
-    for name in ("binomial", "beta_binomial"):
-        rows.append(
-            dict(
-                pair=pair,
-                category=cat,
-                question="request heterogeneity",
-                candidate=name,
-                aic=h["aic"][name],
-                selected=h["aic"][name] == min(h["aic"].values()),
-                test="LR",
-                pvalue=h["lr_pvalue"],
-            )
-        )
-    dep = model["dependence"]
-    for name in ("independent", "markov"):
-        rows.append(
-            dict(
-                pair=pair,
-                category=cat,
-                question="dependence along a draft",
-                candidate=name,
-                aic=dep["aic"][name],
-                selected=name == dep["selected"],
-                test="LR",
-                pvalue=dep["lr_pvalue"],
-            )
-        )
+    conf, het, dep = model["confidence"], model["heterogeneity"], model["dependence"]
+    questions = [
+        (
+            "confidence distribution",
+            {n: c["aic"] for n, c in conf["candidates"].items()},
+            conf["selected"],
+            "KS",
+            conf["ks_pvalue"],
+        ),
+        ("request heterogeneity", het["aic"], min(het["aic"], key=het["aic"].get), "LR", het["lr_pvalue"]),
+        ("dependence along a draft", dep["aic"], dep["selected"], "LR", dep["lr_pvalue"]),
+    ]
     for d, fit in model["accepted_length"].items():
         for name in ("truncated_geometric", "beta_geometric"):
-            rows.append(
-                dict(
-                    pair=pair,
-                    category=cat,
-                    question=f"accepted length d={d}",
-                    candidate=name,
-                    aic=fit[name]["aic"],
-                    selected=name == fit["selected"],
-                    test="chi2",
-                    pvalue=fit[name]["chi2_pvalue"],
-                )
+            aics = {n: fit[n]["aic"] for n in ("truncated_geometric", "beta_geometric")}
+            questions.append(
+                (f"accepted length d={d}", {name: aics[name]}, fit["selected"], "chi2", fit[name]["chi2_pvalue"])
             )
-    return rows
+    return [
+        dict(
+            pair=model["pair"],
+            category=model["category"],
+            question=q,
+            candidate=name,
+            aic=aic,
+            selected=name == selected,
+            test=test,
+            pvalue=pvalue,
+        )
+        for q, aics, selected, test, pvalue in questions
+        for name, aic in aics.items()
+    ]
 
 
 def heldout_check(profile: Profile, category: str, pair: str, seed: int = 0, n_streams: int = 4000) -> dict:
