@@ -26,10 +26,10 @@ def attainable(peak: float, bw: float, intensity) -> np.ndarray:
     return np.minimum(peak, np.asarray(intensity) * bw)
 
 
-def crossover_intensity(system: SystemSpec) -> float:
+def crossover_intensity(system: SystemSpec, rooflines: dict | None = None) -> float:
     """Smallest intensity at which the GPU's roofline reaches the PIM's: PIM benefit below it, GPU
-    benefit above (inf when the GPU never catches up)."""
-    (g_peak, g_bw), (p_peak, p_bw) = device_rooflines(system).values()
+    benefit above (inf when the GPU never catches up). ``rooflines`` defaults to the peak ones."""
+    (g_peak, g_bw), (p_peak, p_bw) = (rooflines or device_rooflines(system)).values()
     grid = np.logspace(-3, 6, 90001)
     ahead = attainable(g_peak, g_bw, grid) >= attainable(p_peak, p_bw, grid)
     return float(grid[np.argmax(ahead)]) if ahead.any() else float("inf")

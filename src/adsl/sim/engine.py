@@ -39,7 +39,7 @@ class Setup:
     draft_mapping: dict = field(default_factory=dict)
     schedule: Schedule = Schedule()
     policy: str = "fixed"  # fixed | running_product (stop when the product of confidences < tau)
-    dynamic: bool = False  # place DLM FC and TLM attention per pass by arithmetic intensity
+    dynamic: bool = False  # place DLM FC and TLM attention per pass on the faster device (cost tables)
 
     def __post_init__(self):
         if self.policy not in ("fixed", "running_product"):

@@ -12,7 +12,7 @@ import numpy as np
 from adsl.perf.hardware import SystemSpec
 from adsl.perf.models import ModelSpec
 from adsl.perf.operators import decoder_ops
-from adsl.perf.roofline import FAMILIES, attainable
+from adsl.perf.roofline import FAMILIES, crossover_intensity
 
 
 def effective_rooflines(system: SystemSpec) -> dict[str, tuple[float, float]]:
@@ -26,10 +26,7 @@ def effective_rooflines(system: SystemSpec) -> dict[str, tuple[float, float]]:
 
 def roofline_threshold(system: SystemSpec) -> float:
     """Smallest intensity at which the GPU's effective roofline reaches the PIM's."""
-    (g_peak, g_bw), (p_peak, p_bw) = effective_rooflines(system).values()
-    grid = np.logspace(-3, 6, 90001)
-    ahead = attainable(g_peak, g_bw, grid) >= attainable(p_peak, p_bw, grid)
-    return float(grid[np.argmax(ahead)]) if ahead.any() else float("inf")
+    return crossover_intensity(system, effective_rooflines(system))
 
 
 def family_intensity(model: ModelSpec, family: str, n_req, q, ctx) -> np.ndarray:
@@ -58,8 +55,3 @@ def intensity_threshold(model: ModelSpec, system: SystemSpec, family: str, sched
     ai = family_intensity(model, family, n, q, ctx)
     gpu_wins = t["gpu"] <= t["pim"]
     return float(ai[np.argmax(gpu_wins)]) if gpu_wins.any() else float("inf")
-
-
-def place(model: ModelSpec, system: SystemSpec, family: str, n_req, q, ctx, schedule=None) -> np.ndarray:
-    """True where the family goes to PIM."""
-    return family_intensity(model, family, n_req, q, ctx) < intensity_threshold(model, system, family, schedule)
