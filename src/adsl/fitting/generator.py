@@ -56,12 +56,12 @@ def draw_streams(model: dict, n: int, t: int, rng: np.random.Generator, shift: f
 
 
 def match_runs(acc: np.ndarray) -> np.ndarray:
-    """runs[r, i] = consecutive accepted positions of request r starting at i."""
+    """runs[r, i] = consecutive accepted positions of request r starting at i: the distance from i to
+    the first rejected position at or after i (a reversed running minimum, no Python loop)."""
     n, t = acc.shape
-    runs = np.zeros((n, t + 1), dtype=np.int32)
-    for i in range(t - 1, -1, -1):
-        runs[:, i] = (runs[:, i + 1] + 1) * acc[:, i]
-    return runs[:, :t]
+    where = np.where(acc, t, np.arange(t, dtype=np.int32)[None, :]).astype(np.int32)
+    first_miss = np.minimum.accumulate(where[:, ::-1], axis=1)[:, ::-1]
+    return (first_miss - np.arange(t, dtype=np.int32)[None, :]).astype(np.int32)
 
 
 def replay_lengths(acc: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray]:

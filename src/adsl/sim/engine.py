@@ -176,9 +176,6 @@ def simulate(
         if sd:
             if draft_lengths is None:  # every active request drafts d tokens
                 length = d
-                dn.append(np.repeat(n[:, None], d, axis=1))
-                dc.append(cs[-1][:, None] + steps)
-                qs.append(np.full(x, d + 1.0))
             else:
                 length = np.where(active, draft_lengths[xi, ri, pos], 0)
                 drafting = length[..., None] > steps  # (X, R, d): still drafting at step j
@@ -198,6 +195,10 @@ def simulate(
     n_it, ctx_it = np.array(ns), np.array(cs)  # (iterations, replicas)
     res_place: dict = {}
     if sd:
+        if draft_lengths is None:  # every active request drafted d tokens in every iteration
+            dn = np.repeat(n_it[..., None], d, axis=2)
+            dc = ctx_it[..., None] + steps
+            qs = np.full(n_it.shape, d + 1.0)
         q_it = np.array(qs)
         vt = verify_tables(setup, pair, needed_qs(q_it), r, float(prompt.max() + out.max() + d))
         n_d, c_d = np.array(dn), np.array(dc)
