@@ -40,12 +40,19 @@ class Setup:
     schedule: Schedule = Schedule()
     policy: str = "fixed"  # fixed | running_product (stop when the product of confidences < tau)
     dynamic: bool = False  # place DLM FC and TLM attention per pass on the faster device (cost tables)
+    pool_tokens: int = 0  # Shared Pool capacity C in tokens (0: no pool, per-iteration verification)
+    eager: bool = False  # Eager Pool: draft during verification (asynchronous pipeline); needs a pool
+    pool_trigger: str = "complete"  # verify when every request has tokens in the pool, or when GPU idle
 
     def __post_init__(self):
         if self.policy not in ("fixed", "running_product"):
             raise SimError(f"{self.name}: unknown draft policy {self.policy!r}")
         if self.decoding not in ("ad", "sd"):
             raise SimError(f"{self.name}: decoding must be 'ad' or 'sd', got {self.decoding!r}")
+        if self.pool_trigger not in ("complete", "idle"):
+            raise SimError(f"{self.name}: pool_trigger must be 'complete' or 'idle', got {self.pool_trigger!r}")
+        if self.eager and not self.pool_tokens:
+            raise SimError(f"{self.name}: the Eager Pool needs a Shared Pool (pool_tokens > 0)")
         if self.decoding == "sd" and self.draft_length < 1:
             raise SimError(f"{self.name}: draft length d must be >= 1, got {self.draft_length}")
 

@@ -10,6 +10,7 @@ import pandas as pd
 from adsl.fitting.generator import draw_streams, running_product_lengths
 from adsl.fitting.modelfile import read_model
 from adsl.sim.engine import check_memory, memory_need, simulate
+from adsl.sim.pools import simulate_pooled
 from adsl.sim.systems import Context, build
 
 STREAM_SLACK = 64  # stream positions beyond the output length: the largest draft length supported
@@ -75,8 +76,13 @@ def run_point(
     if setup.policy == "running_product":
         if taus is None:
             raise ValueError(f"{system_name} drafts adaptively and needs tau per category (results/acceptance/tau.csv)")
-        lengths = adaptive_lengths(conf, sim["categories"], taus, d)
-    res = simulate(setup, pair, np.full((x, batch), float(prompt)), out, acc, lengths)
+        # a pooled request may hold up to d eager tokens beyond a d-token entry: lengths up to 2 d
+        lengths = adaptive_lengths(conf, sim["categories"], taus, 2 * d if setup.pool_tokens else d)
+    prompts = np.full((x, batch), float(prompt))
+    if setup.pool_tokens:
+        res = simulate_pooled(setup, pair, prompts, out, acc, conf, lengths)
+    else:
+        res = simulate(setup, pair, prompts, out, acc, lengths)
     # busy time sums every stage's work; stages run on different devices side by side
     stages = setup.system.pipeline_stages
     busy = {k: float(np.mean(v / (res["time_s"] * stages))) for k, v in res["busy_s"].items()}

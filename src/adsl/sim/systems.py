@@ -75,11 +75,51 @@ def motivation_sd(ctx: Context) -> Setup:
     return _static_sd(ctx, "SD", ctx.settings["motivation_system"])
 
 
-def saddle_d(ctx: Context) -> Setup:
-    """Ablation SADDLE-d: PIM-SD with per-request adaptive draft length (running product < tau, capped
-    at the SD baselines' d), still a strict draft/verify alternation with the frozen static mapping."""
-    base = _static_sd(ctx, "SADDLE-d", ctx.settings["pim_system"])
+def _saddle_static(ctx: Context, name: str) -> Setup:
+    """SADDLE hardware with the SpecPIM-style static mapping and the adaptive (running-product) policy."""
+    base = _static_sd(ctx, name, ctx.settings["saddle_system"])
     return dataclasses.replace(base, policy="running_product")
+
+
+def saddle_d(ctx: Context) -> Setup:
+    """Ablation SADDLE-d: adaptive draft length only; strict draft/verify alternation per micro-batch,
+    static mapping frozen for the run."""
+    return _saddle_static(ctx, "SADDLE-d")
+
+
+def saddle_p(ctx: Context) -> Setup:
+    """Ablation SADDLE-p: + Shared Pool (one pooled verification of at most C tokens), still sequential."""
+    return dataclasses.replace(_saddle_static(ctx, "SADDLE-p"), pool_tokens=ctx.settings["pool_tokens"])
+
+
+def _fixed_roles(ctx: Context, name: str, dynamic: bool) -> Setup:
+    """FC on the GPU, attention on PIM for both models (the scheduler's fixed placements), Shared and
+    Eager Pools, asynchronous drafting; ``dynamic`` re-places DLM FC and TLM attention per pass."""
+    system = ctx.hardware.system(ctx.settings["saddle_system"])
+    m = {"fc": "gpu", "attention": "pim"}
+    return Setup(
+        name,
+        system,
+        "sd",
+        ctx.draft_length,
+        m,
+        m,
+        _schedule(ctx, ctx.settings["saddle_system"]),
+        policy="running_product",
+        dynamic=dynamic,
+        pool_tokens=ctx.settings["pool_tokens"],
+        eager=True,
+    )
+
+
+def saddle_s(ctx: Context) -> Setup:
+    """Ablation SADDLE-s: + Eager Pool (asynchronous pipeline) with the static FC->GPU, attention->PIM."""
+    return _fixed_roles(ctx, "SADDLE-s", dynamic=False)
+
+
+def saddle(ctx: Context) -> Setup:
+    """SADDLE: adaptive length, Shared and Eager Pools, and the operator scheduler."""
+    return _fixed_roles(ctx, "SADDLE", dynamic=True)
 
 
 SYSTEMS = {
@@ -90,6 +130,9 @@ SYSTEMS = {
     "AD": motivation_ad,
     "SD": motivation_sd,
     "SADDLE-d": saddle_d,
+    "SADDLE-p": saddle_p,
+    "SADDLE-s": saddle_s,
+    "SADDLE": saddle,
 }
 
 

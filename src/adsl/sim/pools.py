@@ -1,0 +1,210 @@
+"""SADDLE's verification pools: the Shared Pool (cross-micro-batch verification with capacity C) and
+the Eager Pool (optimistic drafting during verification), as a round-based, vectorized engine.
+
+One round is one verification pass of the target over the Shared Pool.
+
+- Sequential (SADDLE-p): every active request drafts (running-product rule, at most d tokens), the
+  pool admits at most C tokens (one query token per request plus draft tokens, highest running
+  product first: the tokens most likely to pass), then one pooled target pass verifies them. Tokens
+  that do not fit are not drafted. Round time = draft time + verification time.
+- Asynchronous with the Eager Pool (SADDLE-s, SADDLE): while the target verifies the pool, verified
+  requests whose running product is still >= tau keep drafting optimistically (at most d more). After
+  the pass a request that had every verified token accepted, and whose first eager token equals the
+  target's bonus token, keeps the rest of its eager and cut tokens as its next pool entry; any other
+  request loses them (wasted drafting) and drafts again from the target's token. Requests drafting
+  from a correction either hold the next pass until they are done (``pool_trigger: complete``) or
+  catch the pass after it (``idle``: the pass starts as soon as the GPU is free). Round time = their
+  drafting + the longer of the pass and the overlapped drafting, and no less than the work the two put
+  on one device type.
+
+Arrays are (replicas, requests) as in ``adsl.sim.engine``; costs come from the same cost tables. The
+engine records rounds first and evaluates costs for all rounds at once afterwards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from adsl.fitting.generator import match_runs
+from adsl.sim.engine import Setup, SimError, _add, _dynamic, cost_tables, needed_qs, verify_cost, verify_tables
+from adsl.sim.timing import BatchCost
+
+
+def pool_admit(want: np.ndarray, conf_window: np.ndarray, queries: np.ndarray, capacity: int) -> np.ndarray:
+    """Draft tokens admitted per request (X, R): the ``capacity - queries`` tokens with the highest
+    running product H over all requests of a replica, never more than ``want``. H falls along a
+    draft, so each request keeps a prefix (ties: earlier request first, stable)."""
+    x, r, w = conf_window.shape
+    h = np.cumprod(conf_window.astype(np.float64), axis=2)
+    cand = np.arange(w)[None, None, :] < want[..., None]
+    score = np.where(cand, h, -1.0).reshape(x, r * w)
+    order = np.argsort(-score, axis=1, kind="stable")
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.arange(r * w)[None, :].repeat(x, axis=0), axis=1)
+    room = np.maximum(capacity - queries, 0)[:, None]
+    keep = (rank < room) & cand.reshape(x, r * w)
+    return keep.reshape(x, r, w).sum(axis=2)
+
+
+def simulate_pooled(setup: Setup, pair, prompt_len, output_len, accept, confidence, tau_lengths) -> dict:
+    """``tau_lengths`` (X, R, T): draft length of the running-product rule from each position, capped
+    at 2 d (an eager request may hold up to d tokens beyond a d-token pool entry)."""
+    prompt = np.asarray(prompt_len, dtype=float)
+    out = np.asarray(output_len, dtype=np.int64)
+    x, r = out.shape
+    d, cap, eager = setup.draft_length, setup.pool_tokens, setup.eager
+    if cap < r + 1:
+        raise SimError(f"{setup.name}: pool of {cap} tokens cannot hold one query token per request ({r}) plus a draft")
+    if accept.shape[2] < out.max() + 4 * d + 1:
+        raise SimError(f"acceptance streams of {accept.shape[2]} positions; need >= {out.max() + 4 * d + 1}")
+    runs = match_runs(accept.reshape(x * r, -1)).reshape(x, r, -1)
+    lengths = np.minimum(np.asarray(tau_lengths), 2 * d)
+    xi, ri = np.arange(x)[:, None], np.arange(r)[None, :]
+    win = np.arange(2 * d)
+    steps = np.arange(d)
+
+    gen = np.zeros((x, r), dtype=np.int64)
+    ctx = prompt.copy()
+    pos = np.zeros((x, r), dtype=np.int64)
+    ready = np.zeros((x, r), dtype=bool)  # tokens drafted and waiting in the pool
+    held = np.zeros((x, r), dtype=np.int64)  # drafted tokens from pos not yet verified
+    active = gen < out
+    rec = {k: [] for k in ("nv", "cv", "qv", "nd", "cd", "np", "cp")}
+    stats = {"pool_max": np.zeros(x, dtype=np.int64), "drafted": np.zeros(x), "wasted": np.zeros(x)}
+    zero = np.zeros((x, r), dtype=np.int64)
+    while active.any():
+        full_len = lengths[xi, ri, pos]
+        conf_w = confidence[xi[..., None], ri[..., None], pos[..., None] + win]
+        if eager:
+            fresh = np.where(active & ~ready, np.minimum(full_len, d), 0)
+            if setup.pool_trigger == "complete":  # the pass waits for requests drafting from a correction
+                verifying = active
+                pre, offered = fresh, np.where(ready, held, fresh)
+            else:  # "idle": the pass starts as soon as the GPU is free; drafters catch the next one
+                # a request whose very first token falls below tau has nothing to draft: it joins the pass
+                verifying = active & (ready | (fresh == 0))
+                pre, offered = zero, np.where(verifying, held, 0)
+            extra = np.where(verifying, np.clip(np.minimum(full_len, offered + d) - offered, 0, d), 0)
+            lv = np.where(verifying, pool_admit(offered, conf_w, verifying.sum(axis=1), cap), 0)
+            overlapped = [(extra, ctx + offered)] + ([(fresh, ctx)] if setup.pool_trigger == "idle" else [])
+        else:
+            verifying = active
+            want = np.where(active, np.minimum(full_len, d), 0)
+            lv = np.where(active, pool_admit(want, conf_w, active.sum(axis=1), cap), 0)
+            pre, extra, offered, overlapped = lv, zero, lv, []
+        _record(rec, "np", "cp", [(pre, ctx)], steps, (x, r))
+        _record(rec, "nd", "cd", overlapped, steps, (x, r))
+        nv = verifying.sum(axis=1)
+        rec["nv"].append(nv)
+        rec["cv"].append(np.where(nv > 0, (ctx * verifying).sum(axis=1) / np.maximum(nv, 1), 0.0))
+        rec["qv"].append(np.where(nv > 0, ((lv + 1) * verifying).sum(axis=1) / np.maximum(nv, 1), 1.0))
+        stats["pool_max"] = np.maximum(stats["pool_max"], ((lv + 1) * verifying).sum(axis=1))
+        stats["drafted"] += pre.sum(axis=1) + sum(n.sum(axis=1) for n, _ in overlapped)
+
+        acc = np.where(verifying, np.minimum(runs[xi, ri, pos], lv), 0)
+        complete = verifying & (acc == lv)
+        if eager:
+            # the pass also yields the target's token after the verified ones (the bonus): eager and cut
+            # tokens stay in the pool only if the first of them equals it, else they are discarded
+            left = offered + extra - lv
+            bonus_match = complete & (runs[xi, ri, pos] > lv) & (left > 0)
+            keep = bonus_match & (left > 1)
+            advance = acc + 1
+            # drafted tokens that will never be emitted (the matched one is emitted as the bonus)
+            lost = offered + extra - acc - bonus_match
+            stats["wasted"] += np.where(verifying & ~keep, lost, 0).sum(axis=1)
+            new_held, new_ready = np.where(keep, left - 1, 0), keep
+            if setup.pool_trigger == "idle":  # drafted from a correction during the pass: next pass
+                drafted_now = active & ~ready & (fresh > 0)
+                new_held = np.where(drafted_now, fresh, new_held)
+                new_ready = new_ready | drafted_now
+        else:
+            advance = acc + 1
+            new_held, new_ready = held, ready
+        emitted = np.where(verifying, np.minimum(advance, out - gen), 0)
+        pos = pos + np.where(verifying, advance, 0)
+        gen += emitted
+        ctx += emitted
+        held, ready = new_held, new_ready
+        active = gen < out
+        ready &= active
+    return _costs(setup, pair, prompt, out, rec, stats, gen, eager)
+
+
+def _record(rec: dict, n_key: str, c_key: str, groups, steps, shape) -> None:
+    """Draft steps of one round: requests drafting at step j and their mean context, over groups of
+    (draft lengths, context at the first drafted token)."""
+    n_j = np.zeros((shape[0], steps.size), dtype=np.int64)
+    c_sum = np.zeros((shape[0], steps.size))
+    for n, c in groups:
+        on = n[..., None] > steps
+        n_j += on.sum(axis=1)
+        c_sum += (on * (c[..., None] + steps)).sum(axis=1)
+    rec[n_key].append(n_j)
+    rec[c_key].append(np.where(n_j > 0, c_sum / np.maximum(n_j, 1), 0.0))
+
+
+def _steps(c: BatchCost, sl: slice) -> BatchCost:
+    return BatchCost(
+        c.time_s[..., sl],
+        c.energy_j[..., sl],
+        {k: v[..., sl] for k, v in c.busy_s.items()},
+        {k: v[..., sl] for k, v in c.by_class_s.items()},
+    )
+
+
+def _costs(setup, pair, prompt, out, rec, stats, gen, eager) -> dict:
+    d = setup.draft_length
+    n_v, c_v, q_v = (np.array(rec[k]) for k in ("nv", "cv", "qv"))
+    # draft steps before the pass (sequential) and during it (overlapped), side by side on the last axis
+    n_d = np.concatenate([np.array(rec["np"]), np.array(rec["nd"])], axis=2)
+    c_d = np.concatenate([np.array(rec["cp"]), np.array(rec["cd"])], axis=2)
+    r = gen.shape[1]
+    ctx_max = float(prompt.max() + out.max() + 4 * d + 1)
+    draft = cost_tables(setup, pair, r, ctx_max)["draft"].lookup(n_d, c_d)
+    # the pool is verified as one target pass, or in the system's micro-batches where that is faster
+    # (a deep pipeline needs several micro-batches in flight once the pass is compute-bound)
+    pooled = dataclasses.replace(setup, schedule=dataclasses.replace(setup.schedule, micro_batches=1))
+    qs = needed_qs(q_v)
+    verify = verify_cost(verify_tables(pooled, pair, qs, r, ctx_max), n_v, c_v, q_v)
+    if setup.schedule.micro_batches > 1:
+        split = verify_cost(verify_tables(setup, pair, qs, r, ctx_max), n_v, c_v, q_v)
+        verify = verify.select(split, split.time_s < verify.time_s)
+    placement: dict = {}
+    if setup.dynamic:
+        draft, verify = _dynamic(pooled, pair, n_d, c_d, n_v, c_v, q_v, draft, verify, placement)
+    pre, over = _steps(draft, slice(0, d)), _steps(draft, slice(d, 2 * d))
+    t_pre, t_over = pre.time_s.sum(axis=2), over.time_s.sum(axis=2)  # (rounds, X)
+    t_verify = verify.time_s
+    if eager:
+        stages = setup.system.pipeline_stages
+        shared = np.zeros_like(t_verify)
+        for k in set(over.busy_s) | set(verify.busy_s):
+            dk = over.busy_s[k].sum(axis=2) if k in over.busy_s else 0.0
+            shared = np.maximum(shared, dk + verify.busy_s.get(k, 0.0))
+        t_round = t_pre + np.maximum(np.maximum(t_over, t_verify), shared / stages)
+    else:
+        t_round = t_pre + t_verify
+    t_draft = t_pre + t_over
+    res = {
+        "time_s": t_round.sum(axis=0),
+        "energy_j": draft.energy_j.sum(axis=(0, 2)) + verify.energy_j.sum(axis=0),
+        "iterations": (n_v > 0).sum(axis=0),
+        "placement": placement,
+        "tokens": gen.sum(axis=1),
+        "pool": {**stats, "capacity": setup.pool_tokens},
+    }
+    res["throughput_tok_s"] = res["tokens"] / res["time_s"]
+    res["tokens_per_j"] = res["tokens"] / res["energy_j"]
+    stage = {"draft": t_draft.sum(axis=0), "verify": t_verify.sum(axis=0)}
+    stage["overlap"] = stage["draft"] + stage["verify"] - res["time_s"]
+    busy, cls = {}, {}
+    for c, axes in ((draft, (0, 2)), (verify, (0,))):
+        for k, v in c.busy_s.items():
+            _add(busy, k, v.sum(axis=axes))
+        for k, v in c.by_class_s.items():
+            _add(cls, k, v.sum(axis=axes))
+    res.update(stage_s=stage, busy_s=busy, class_s=cls)
+    return res

@@ -1,0 +1,124 @@
+"""Mechanism tests of the Shared and Eager Pools (adsl.sim.pools), not paper numbers."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from adsl.fitting.generator import running_product_lengths
+from adsl.sim.engine import Setup, SimError, simulate
+from adsl.sim.pools import pool_admit, simulate_pooled
+from adsl.sim.timing import Schedule
+
+PIM_MAP = {"fc": "gpu", "attention": "pim"}
+
+
+def pooled_setup(hw, d=4, pool=512, eager=False, trigger="complete", dynamic=False, system="saddle"):
+    return Setup(
+        "pooled",
+        hw.system(system),
+        "sd",
+        d,
+        PIM_MAP,
+        PIM_MAP,
+        Schedule(micro_batches=1),
+        policy="running_product",
+        dynamic=dynamic,
+        pool_tokens=pool,
+        eager=eager,
+        pool_trigger=trigger,
+    )
+
+
+def streams(seed, batch, t, p=0.7):
+    rng = np.random.default_rng(seed)
+    conf = rng.beta(4, 1, (1, batch, t)).astype(np.float32)
+    acc = rng.random((1, batch, t)) < p
+    return conf, acc
+
+
+def run(models, st_, out, conf, acc, tau):
+    out = np.asarray(out)[None, :]
+    lengths = running_product_lengths(conf[0], tau, 2 * st_.draft_length)[None]
+    return simulate_pooled(st_, models.pair("OPT-66B"), np.full(out.shape, 64.0), out, acc, conf, lengths)
+
+
+def test_pool_admits_highest_running_products_first():
+    conf = np.array([[[0.9, 0.9, 0.9], [0.5, 0.5, 0.5], [0.99, 0.2, 0.9]]])
+    want = np.array([[3, 3, 3]])
+    # 3 query tokens + 4 draft tokens: H = .9 .81 .729 | .5 .25 .125 | .99 .198 .178
+    kept = pool_admit(want, conf, np.array([3]), 7)
+    assert kept.tolist() == [[3, 0, 1]]
+    assert pool_admit(want, conf, np.array([3]), 3).tolist() == [[0, 0, 0]]
+    assert pool_admit(want, conf, np.array([3]), 100).tolist() == [[3, 3, 3]]
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    st.integers(1, 12),
+    st.integers(1, 6),
+    st.integers(0, 60),
+    st.booleans(),
+    st.sampled_from(["complete", "idle"]),
+    st.floats(0.0, 0.9),
+    st.integers(0, 2**31 - 1),
+)
+def test_pool_capacity_and_token_conservation(models, hw, batch, d, extra_room, eager, trigger, tau, seed):
+    pool = batch + 1 + extra_room
+    out = np.random.default_rng(seed).integers(1, 40, batch)
+    conf, acc = streams(seed, batch, 40 + 4 * d + 1)
+    res = run(models, pooled_setup(hw, d, pool, eager, trigger), out, conf, acc, tau)
+    assert res["pool"]["pool_max"][0] <= pool
+    assert res["tokens"][0] == out.sum()
+    assert res["time_s"][0] > 0 and np.isfinite(res["energy_j"][0])
+
+
+def test_eager_tokens_discarded_on_rejection_and_kept_on_full_acceptance(models, hw):
+    d = 3
+    st_ = pooled_setup(hw, d, pool=1 + d, eager=True)  # one request, pool holds exactly its d tokens
+    conf = np.ones((1, 1, 80), dtype=np.float32)  # tau never stops a draft: always 2 d available
+    all_acc = np.ones((1, 1, 80), dtype=bool)
+    res = run(models, st_, [40], conf, all_acc, 0.5)
+    assert res["pool"]["wasted"][0] == 0  # every eager token migrated and was accepted
+    none_acc = np.zeros((1, 1, 80), dtype=bool)
+    res = run(models, st_, [10], conf, none_acc, 0.5)
+    # every pass rejects the first token: the d verified and d eager tokens of each pass are all lost
+    assert res["iterations"][0] == 10
+    assert res["pool"]["drafted"][0] == 10 * 2 * d
+    assert res["pool"]["wasted"][0] == res["pool"]["drafted"][0]
+
+
+def test_tau_zero_and_ample_pool_is_fixed_length_sd(models, hw):
+    """SADDLE-p with tau = 0 (never stop early) and a pool that never binds = fixed-d SD with one pooled
+    verification pass per iteration."""
+    d, batch = 4, 6
+    conf, acc = streams(3, batch, 60 + 4 * d + 1)
+    out = np.full(batch, 60)
+    st_ = pooled_setup(hw, d, pool=batch * (d + 1))
+    pooled = run(models, st_, out, conf, acc, 0.0)
+    fixed = dataclasses.replace(st_, policy="fixed", pool_tokens=0)
+    ref = simulate(fixed, models.pair("OPT-66B"), np.full((1, batch), 64.0), out[None], acc)
+    assert pooled["tokens"][0] == ref["tokens"][0]
+    assert pooled["iterations"][0] == ref["iterations"][0]
+    assert pooled["time_s"][0] == pytest.approx(ref["time_s"][0], rel=1e-9)
+    assert pooled["energy_j"][0] == pytest.approx(ref["energy_j"][0], rel=1e-9)
+
+
+def test_async_overlap_never_slower_than_its_parts(models, hw):
+    conf, acc = streams(5, 16, 200 + 33)
+    st_ = pooled_setup(hw, 8, pool=512, eager=True, dynamic=True)
+    res = run(models, st_, np.full(16, 200), conf, acc, 0.3)
+    assert res["stage_s"]["overlap"][0] >= -1e-12
+    assert res["time_s"][0] <= res["stage_s"]["draft"][0] + res["stage_s"]["verify"][0] + 1e-12
+
+
+def test_invalid_pool_settings(models, hw):
+    with pytest.raises(SimError, match="Eager Pool needs a Shared Pool"):
+        pooled_setup(hw, pool=0, eager=True)
+    with pytest.raises(SimError, match="pool_trigger"):
+        pooled_setup(hw, trigger="sometimes")
+    conf, acc = streams(0, 8, 100)
+    with pytest.raises(SimError, match="cannot hold one query token per request"):
+        run(models, pooled_setup(hw, pool=8), np.full(8, 10), conf, acc, 0.3)
