@@ -154,14 +154,17 @@ def tau_table(smk) -> None:
 
 
 def experiment(smk) -> None:
-
     from adsl.io import atomic_path
     from adsl.sim.experiment import run_experiment
 
     ws = _workspace(smk)
-    name = smk.wildcards.experiment
-    pair = ws.config["simulation"]["experiments"][name]["pair"]
-    paths = {pair: {Path(p).stem: p for p in smk.input.models}}
-    df = run_experiment(ws, name, paths)
+    paths: dict[str, dict[str, str]] = {}
+    for p in smk.input.models:
+        paths.setdefault(Path(p).parent.name, {})[Path(p).stem] = p
+    taus = None
+    if "tau" in smk.input.keys():
+        t = pd.read_csv(smk.input.tau)
+        taus = {pair: dict(zip(g.category, g.tau.astype(float), strict=True)) for pair, g in t.groupby("pair")}
+    df = run_experiment(ws, smk.wildcards.experiment, paths, taus)
     with atomic_path(smk.output[0]) as tmp:
         df.to_parquet(tmp, index=False)

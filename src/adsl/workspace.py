@@ -36,6 +36,21 @@ def _check_refs(cfg: dict, file: str, models: ModelCatalogue, hw: HardwareCatalo
             raise ConfigError(file, f"acceptance.pairs.{name}", f"unknown pair; known: {sorted(models.pairs)}")
         if "same_as" in how and "calibrate" not in pairs.get(how["same_as"], {}):
             raise ConfigError(file, f"acceptance.pairs.{name}.same_as", "must name a pair that has `calibrate`")
+    from adsl.sim.systems import SYSTEMS  # the registry; imported here to keep config loading light
+
+    sim = cfg["simulation"]
+    for key in ("gpu_system", "pim_system", "motivation_system", "saddle_system"):
+        if sim["systems"][key] not in hw.systems:
+            raise ConfigError(file, f"simulation.systems.{key}", f"unknown system; known: {sorted(hw.systems)}")
+    for name, exp in sim["experiments"].items():
+        for pair in exp.get("pairs") or [exp.get("pair")]:
+            if pair not in pairs:
+                field = f"simulation.experiments.{name}.pair"
+                raise ConfigError(file, field, f"{pair!r} has no acceptance model; known: {sorted(pairs)}")
+        for system in exp["systems"]:
+            if system not in SYSTEMS:
+                field = f"simulation.experiments.{name}.systems"
+                raise ConfigError(file, field, f"unknown system {system!r}; known: {sorted(SYSTEMS)}")
 
 
 def load_workspace(config: dict | str | Path, base: str | Path = ".", file: str = "config/config.yaml") -> Workspace:

@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 from adsl.config import resolve
-from adsl.figures import FIGURES
+from adsl.figures import FIGURES, SIMULATION_TABLES
 
 BASEDIR = workflow.basedir
 # Figures drawn from a measured acceptance profile (stage 1).
@@ -15,6 +15,15 @@ PROFILE_FIGURES = {
     "fit_diagnostics",
     "fig03a_sd_vs_ad_batch",
     "fig03b_sd_vs_ad_draft_length",
+    "fig12_throughput",
+    "fig13_energy",
+    "fig14_ablation",
+    "fig15a_seqlen",
+    "fig15b_small_batch",
+    "fig16_latency_breakdown",
+    "fig18_utilization",
+    "fig19_scheduler",
+    "paper_comparison",
 }
 FIGURE_NAMES = sorted(FIGURES)
 
@@ -61,8 +70,10 @@ TABLE_PATHS = {
     "acceptance_vs_length": "results/acceptance/acceptance_vs_length.csv",
     "accepted_per_iteration": "results/acceptance/accepted_per_iteration.csv",
     "fit_diagnostics": "results/acceptance/fit_diagnostics.csv",
-    "fig03a": "results/simulation/fig03a.csv",
-    "fig03b": "results/simulation/fig03b.csv",
+    **{t: f"results/simulation/{t}.csv" for t in SIMULATION_TABLES},
+    "fig17": "results/costmodel/fig17.csv",
+    "area": "results/costmodel/area.csv",
+    "paper_comparison": "results/paper_comparison.csv",
     "accepted_per_iteration_model": "results/acceptance/accepted_per_iteration_model.csv",
 }
 

@@ -49,3 +49,36 @@ rule acceptance_tables:
         basedir=BASEDIR,
     script:
         "../scripts/table.py"
+
+
+rule verification_breakdown:
+    input:
+        catalogue_inputs(),
+    output:
+        csv="results/costmodel/fig17.csv",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+        cpus_per_task=1,
+    params:
+        name="fig17",
+        basedir=BASEDIR,
+        settings=[SIM["experiments"]["seqlen"], SIM["draft_length"], SIM["systems"]],
+    script:
+        "../scripts/table.py"
+
+
+rule area_table:
+    input:
+        components=str(resolve_input("data/area_components.csv")),
+    output:
+        csv="results/costmodel/area.csv",
+    resources:
+        mem_mb=1000,
+        runtime=5,
+        cpus_per_task=1,
+    params:
+        name="area",
+        basedir=BASEDIR,
+    script:
+        "../scripts/table.py"

@@ -1,18 +1,28 @@
 SIM = config["simulation"]
+ADAPTIVE = {"SADDLE-d", "SADDLE-p", "SADDLE-s", "SADDLE"}
 
 
-def experiment_models(wc):
-    pair = SIM["experiments"][wc.experiment]["pair"]
-    return expand(
-        "results/acceptance/{pair}/{category}.json",
-        pair=pair,
-        category=SIM["categories"],
-    )
+def experiment_pairs(exp):
+    return exp.get("pairs") or [exp["pair"]]
+
+
+def experiment_inputs(wc):
+    exp = SIM["experiments"][wc.experiment]
+    out = {
+        "models": expand(
+            "results/acceptance/{pair}/{category}.json",
+            pair=experiment_pairs(exp),
+            category=SIM["categories"],
+        )
+    }
+    if ADAPTIVE & set(exp["systems"]):
+        out["tau"] = "results/acceptance/tau.csv"
+    return out
 
 
 rule experiment:
     input:
-        models=experiment_models,
+        unpack(experiment_inputs),
     output:
         "results/experiments/{experiment}.parquet",
     wildcard_constraints:
@@ -32,17 +42,36 @@ rule experiment:
         "../scripts/fitting.py"
 
 
-rule experiment_table:
+rule simulation_table:
     input:
-        experiment="results/experiments/{experiment}.parquet",
+        experiment=lambda wc: f"results/experiments/{SIMULATION_TABLES[wc.table]}.parquet",
     output:
-        csv="results/simulation/{experiment}.csv",
+        csv="results/simulation/{table}.csv",
+    wildcard_constraints:
+        table="|".join(SIMULATION_TABLES),
     resources:
         mem_mb=2000,
         runtime=10,
         cpus_per_task=1,
     params:
-        name=lambda wc: wc.experiment,
+        name=lambda wc: wc.table,
+        basedir=BASEDIR,
+    script:
+        "../scripts/table.py"
+
+
+rule paper_comparison:
+    input:
+        experiment="results/experiments/main.parquet",
+        headlines=str(resolve_input("data/paper_headlines.csv")),
+    output:
+        csv="results/paper_comparison.csv",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+        cpus_per_task=1,
+    params:
+        name="paper_comparison",
         basedir=BASEDIR,
     script:
         "../scripts/table.py"

@@ -16,7 +16,33 @@ from adsl.figures.acceptance import (
     fig04b_accepted_per_iteration,
     per_iteration_table,
 )
+from adsl.figures.breakdown import (
+    area,
+    area_table,
+    fig16_latency_breakdown,
+    fig16_table,
+    fig17_table,
+    fig17_verification_breakdown,
+    fig_paper_comparison,
+    paper_comparison_table,
+)
 from adsl.figures.common import save_all, style
+from adsl.figures.evaluation import (
+    fig12_table,
+    fig12_throughput,
+    fig13_energy,
+    fig13_table,
+    fig14_ablation,
+    fig14_table,
+    fig15a_seqlen,
+    fig15a_table,
+    fig15b_small_batch,
+    fig15b_table,
+    fig18_table,
+    fig18_utilization,
+    fig19_scheduler,
+    fig19_table,
+)
 from adsl.figures.fits import (
     fig04c_accepted_per_iteration_llama,
     fit_diagnostics,
@@ -36,6 +62,31 @@ TABLES = {
     "accepted_per_iteration_model": per_iteration_model_table,
     "roofline_points": roofline_table,
     "validation": anchors_table,
+    "fig12": fig12_table,
+    "fig13": fig13_table,
+    "fig14": fig14_table,
+    "fig15a": fig15a_table,
+    "fig15b": fig15b_table,
+    "fig16": fig16_table,
+    "fig17": fig17_table,
+    "fig18": fig18_table,
+    "fig19": fig19_table,
+    "area": area_table,
+    "paper_comparison": paper_comparison_table,
+}
+
+# Tables computed from a simulator experiment (adsl.sim.experiment): table -> experiment name.
+SIMULATION_TABLES = {
+    "fig03a": "fig03a",
+    "fig03b": "fig03b",
+    "fig12": "main",
+    "fig13": "main",
+    "fig14": "ablation",
+    "fig15a": "seqlen",
+    "fig15b": "small_batch",
+    "fig16": "ablation",
+    "fig18": "main",
+    "fig19": "scheduler",
 }
 
 FIGURES = {
@@ -47,6 +98,17 @@ FIGURES = {
     "fit_diagnostics": ("fit_diagnostics", fit_diagnostics),
     "fig06_roofline": ("roofline_points", fig06_roofline),
     "validation_gpu": ("validation", validation_gpu),
+    "fig12_throughput": ("fig12", fig12_throughput),
+    "fig13_energy": ("fig13", fig13_energy),
+    "fig14_ablation": ("fig14", fig14_ablation),
+    "fig15a_seqlen": ("fig15a", fig15a_seqlen),
+    "fig15b_small_batch": ("fig15b", fig15b_small_batch),
+    "fig16_latency_breakdown": ("fig16", fig16_latency_breakdown),
+    "fig17_verification_breakdown": ("fig17", fig17_verification_breakdown),
+    "fig18_utilization": ("fig18", fig18_utilization),
+    "fig19_scheduler": ("fig19", fig19_scheduler),
+    "area": ("area", area),
+    "paper_comparison": ("paper_comparison", fig_paper_comparison),
 }
 
 

@@ -105,6 +105,13 @@ def run_point(
         iterations=float(res["iterations"].mean()),
         gpu_util=busy.get("gpu", 0.0),
         pim_util=busy.get("pim", 0.0),
+        mean_draft_length=float(np.mean(res["pool"]["drafted"] / np.maximum(res["iterations"], 1) / batch))
+        if "pool" in res
+        else float("nan"),
+        draft_fc_on_pim=res["placement"].get("draft_fc_on_pim", float(setup.draft_mapping.get("fc") == "pim")),
+        target_attention_on_pim=res["placement"].get(
+            "target_attention_on_pim", float(setup.target_mapping.get("attention") == "pim")
+        ),
         target_fc=setup.target_mapping.get("fc", "gpu"),
         target_attention=setup.target_mapping.get("attention", "gpu"),
         draft_fc=setup.draft_mapping.get("fc", "gpu"),
@@ -117,22 +124,31 @@ def run_point(
     return row
 
 
-def run_experiment(ws, name: str, model_paths: dict[str, dict[str, str]]) -> pd.DataFrame:
-    """``model_paths``: pair -> category -> acceptance-model file."""
+def experiment_pairs(exp: dict) -> list[str]:
+    return list(exp.get("pairs") or [exp["pair"]])
+
+
+def run_experiment(
+    ws, name: str, model_paths: dict[str, dict[str, str]], taus: dict[str, dict[str, float]] | None = None
+) -> pd.DataFrame:
+    """``model_paths``: pair -> category -> acceptance-model file; ``taus``: pair -> category -> tau
+    (needed by the adaptive systems)."""
     exp = ws.config["simulation"]["experiments"][name]
     sim = ws.config["simulation"]
-    pair = exp["pair"]
-    models = {c: read_model(p) for c, p in model_paths[pair].items()}
-    seq_default = sim["max_seq_len_by_pair"].get(pair, sim["max_seq_len"])
     rows = []
-    for system, batch, d, seq in itertools.product(
-        exp["systems"],
-        exp["batches"],
-        exp.get("draft_lengths") or [sim["draft_length"]],
-        exp.get("seq_lens") or [seq_default],
-    ):
-        point = run_point(ws, pair, system, batch, d, seq, models, exp.get("memory_check", "error"))
-        rows.append(point | {"experiment": name})
+    for pair in experiment_pairs(exp):
+        models = {c: read_model(p) for c, p in model_paths[pair].items()}
+        seq_default = sim["max_seq_len_by_pair"].get(pair, sim["max_seq_len"])
+        for system, batch, d, seq in itertools.product(
+            exp["systems"],
+            exp["batches"],
+            exp.get("draft_lengths") or [sim["draft_length"]],
+            exp.get("seq_lens") or [seq_default],
+        ):
+            tau = (taus or {}).get(pair)
+            point = run_point(ws, pair, system, batch, d, seq, models, exp.get("memory_check", "error"), tau)
+            rows.append(point | {"experiment": name})
     df = pd.DataFrame(rows)
-    # AD rows do not depend on d: keep one per (system, batch, seq_len)
-    return df.drop_duplicates(subset=["system", "batch", "draft_length", "seq_len"]).reset_index(drop=True)
+    # AD rows do not depend on d: keep one per (pair, system, batch, seq_len)
+    keys = ["pair", "system", "batch", "draft_length", "seq_len"]
+    return df.drop_duplicates(subset=keys).reset_index(drop=True)

@@ -166,12 +166,8 @@ def _costs(setup, pair, prompt, out, rec, stats, gen, eager) -> dict:
     draft = cost_tables(setup, pair, r, ctx_max)["draft"].lookup(n_d, c_d)
     # the pool is verified as one target pass, or in the system's micro-batches where that is faster
     # (a deep pipeline needs several micro-batches in flight once the pass is compute-bound)
-    pooled = dataclasses.replace(setup, schedule=dataclasses.replace(setup.schedule, micro_batches=1))
-    qs = needed_qs(q_v)
-    verify = verify_cost(verify_tables(pooled, pair, qs, r, ctx_max), n_v, c_v, q_v)
-    if setup.schedule.micro_batches > 1:
-        split = verify_cost(verify_tables(setup, pair, qs, r, ctx_max), n_v, c_v, q_v)
-        verify = verify.select(split, split.time_s < verify.time_s)
+    pooled = dataclasses.replace(setup, schedule=dataclasses.replace(setup.schedule, split="best"))
+    verify = verify_cost(verify_tables(pooled, pair, needed_qs(q_v), r, ctx_max), n_v, c_v, q_v)
     placement: dict = {}
     if setup.dynamic:
         draft, verify = _dynamic(pooled, pair, n_d, c_d, n_v, c_v, q_v, draft, verify, placement)

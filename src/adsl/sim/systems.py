@@ -53,7 +53,8 @@ def pim_ad(ctx: Context) -> Setup:
 
 def _static_sd(ctx: Context, name: str, system_name: str) -> Setup:
     system = ctx.hardware.system(system_name)
-    sched = _schedule(ctx, system_name)
+    # SpecPIM-style: every micro-batch is drafted and verified on its own
+    sched = dataclasses.replace(_schedule(ctx, system_name), split="always")
     draft_map, target_map, _ = search_static_mapping(
         ctx.pair, system, ctx.batch, ctx.draft_length, ctx.max_seq_len, sched
     )
@@ -104,7 +105,8 @@ def _fixed_roles(ctx: Context, name: str, dynamic: bool) -> Setup:
         ctx.draft_length,
         m,
         m,
-        _schedule(ctx, ctx.settings["saddle_system"]),
+        # a Draft Generator per micro-batch; verification is pooled (adsl.sim.pools)
+        dataclasses.replace(_schedule(ctx, ctx.settings["saddle_system"]), split="always"),
         policy="running_product",
         dynamic=dynamic,
         pool_tokens=ctx.settings["pool_tokens"],

@@ -17,6 +17,14 @@ from adsl.perf.models import ModelSpec
 class Schedule:
     micro_batches: int = 1  # pipeline micro-batches (pipeline_stages > 1) or overlapped sub-batches
     overlap: bool = False  # overlap GPU and PIM work of different sub-batches (no pipeline stages)
+    # "best": one batch or M micro-batches, whichever is faster; "always": M micro-batches, each passed
+    # on its own (the SpecPIM-style baselines verify every micro-batch separately; SADDLE's Shared Pool
+    # is what merges them)
+    split: str = "best"
+
+    def __post_init__(self):
+        if self.split not in ("best", "always"):
+            raise ValueError(f"Schedule.split must be 'best' or 'always', got {self.split!r}")
 
 
 @dataclass(frozen=True)
@@ -49,11 +57,8 @@ class BatchCost:
         return self._map2(other, lambda a, b: a + b)
 
 
-def batch_pass(model: ModelSpec, system: SystemSpec, n_req, q, ctx, mapping: dict, schedule: Schedule) -> BatchCost:
-    """``n_req`` requests (array) with ``q`` tokens each over ``ctx`` cached tokens (mean per request)."""
-    n_req = np.asarray(n_req, dtype=float)
-    # a micro-batch holds at least one request: fewer requests than micro-batches use fewer of them
-    m = np.clip(np.floor(n_req), 1, max(1, schedule.micro_batches))
+def _split_pass(model, system, n_req, q, ctx, mapping, schedule: Schedule, m) -> BatchCost:
+    """The batch cut into ``m`` micro-batches (pipeline) or sub-batches (GPU/PIM overlap)."""
     per = np.maximum(n_req / m, 1e-9)
     cost = pass_cost(model, system, per, q, ctx, mapping)
     live = n_req > 0
@@ -71,6 +76,22 @@ def batch_pass(model: ModelSpec, system: SystemSpec, n_req, q, ctx, mapping: dic
     else:
         time = m * total
     return BatchCost(np.where(live, time, 0.0), np.where(live, cost.total_energy_j * m, 0.0), busy, by_cls)
+
+
+def batch_pass(model: ModelSpec, system: SystemSpec, n_req, q, ctx, mapping: dict, schedule: Schedule) -> BatchCost:
+    """``n_req`` requests (array) with ``q`` tokens each over ``ctx`` cached tokens (mean per request).
+
+    With ``schedule.micro_batches`` M > 1 the pass runs as M micro-batches (at least one request each)
+    or, with ``split="best"``, as one batch where that is faster: splitting pays where a pass is
+    compute-bound (pipeline stages or GPU/PIM overlap busy side by side) and costs extra weight reads
+    where it is weight-bound."""
+    n_req = np.asarray(n_req, dtype=float)
+    m = np.clip(np.floor(n_req), 1, max(1, schedule.micro_batches))
+    split = _split_pass(model, system, n_req, q, ctx, mapping, schedule, m)
+    if schedule.micro_batches <= 1 or schedule.split == "always":
+        return split
+    whole = _split_pass(model, system, n_req, q, ctx, mapping, schedule, np.ones_like(n_req))
+    return whole.select(split, split.time_s < whole.time_s)
 
 
 CTX_STEP = 16  # context grid of the cost tables: the PIM stacks' KV granularity

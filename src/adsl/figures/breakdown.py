@@ -1,0 +1,179 @@
+"""Paper Figs. 16 and 17 (where the time goes), the area table, and the comparison with the paper's
+headline averages."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from adsl.perf.cost import pass_cost
+from adsl.workspace import Workspace
+
+# cost-model operator classes -> the paper's Fig. 17 components
+FIG17_COMPONENTS = {
+    "fc": "FC",
+    "attention": "attention",
+    "allreduce": "inter-device communication",
+    "transfer": "GPU-PIM transfer",
+}
+
+
+def fig16_table(ws: Workspace, experiment: str) -> pd.DataFrame:
+    """End-to-end time of PIM-SD and SADDLE split into verification, prediction (drafting) and the
+    part of the two that SADDLE overlaps (negative). Monitoring and decision making (the running
+    product and its compare) are not charged by the model: the paper puts them at 0.83 %."""
+    del ws
+    df = pd.read_parquet(experiment)
+    df = df[df.system.isin(["PIM-SD", "SADDLE"])]
+    rows = []
+    for _, r in df.iterrows():
+        parts = {"verification": r.stage_verify_s, "prediction": r.stage_draft_s}
+        overlap = r.get("stage_overlap_s", np.nan)
+        parts["overlap"] = -float(overlap) if pd.notna(overlap) else 0.0
+        for comp, t in parts.items():
+            rows.append(dict(batch=r.batch, system=r.system, component=comp, time_s=float(t), total_s=r.time_s))
+    out = pd.DataFrame(rows)
+    ref = out[out.system == "PIM-SD"].groupby("batch").total_s.first()
+    out["normalized"] = out.time_s / out.batch.map(ref)
+    return out.sort_values(["batch", "system", "component"]).reset_index(drop=True)
+
+
+def fig17_table(ws: Workspace) -> pd.DataFrame:
+    """Target verification pass of the Fig. 15a setting (Llama pair, batch 16, d + 1 tokens per
+    request) on the SADDLE system, by operator class, vs context length."""
+    exp = ws.config["simulation"]["experiments"]["seqlen"]
+    pair = ws.models.pair(exp["pair"])
+    system = ws.hardware.system(ws.config["simulation"]["systems"]["saddle_system"])
+    q = ws.config["simulation"]["draft_length"] + 1
+    ctx = np.array(exp["seq_lens"], dtype=float)
+    cost = pass_cost(pair.target, system, exp["batches"][0], q, ctx, {"fc": "gpu", "attention": "pim"})
+    by = cost.time_by("cls")
+    rows = []
+    for cls, t in by.items():
+        comp = FIG17_COMPONENTS.get(cls, "others")
+        for c, v in zip(ctx, np.broadcast_to(t, ctx.shape), strict=True):
+            rows.append(dict(seq_len=int(c), component=comp, time_s=float(v)))
+    out = pd.DataFrame(rows).groupby(["seq_len", "component"], as_index=False).time_s.sum()
+    out["share"] = out.time_s / out.groupby("seq_len").time_s.transform("sum")
+    return out.sort_values(["seq_len", "component"]).reset_index(drop=True)
+
+
+def area_table(ws: Workspace, components: str) -> pd.DataFrame:
+    """Section IV's area arithmetic from its component areas; the DRAM die share uses the HBM3 die
+    area of the same section."""
+    del ws
+    c = pd.read_csv(components)
+    c["area_mm2"] = c.count_per_pch * c.pch_per_die * c.area_mm2_each
+    out = c.groupby("die", as_index=False).area_mm2.sum()
+    out["die_area_mm2"] = out.die.map({"DRAM die": 121.0}).astype(float)
+    out["share_of_die"] = out.area_mm2 / out.die_area_mm2
+    parts = c[["die", "component", "area_mm2"]]
+    return pd.concat([parts, out.assign(component="total")], ignore_index=True)
+
+
+def paper_comparison_table(ws: Workspace, experiment: str, headlines: str) -> pd.DataFrame:
+    """SADDLE's average gain over each baseline as the paper computes it: the ratio of arithmetic means
+    over the (pair, batch) points of the main experiment, next to the paper's stated numbers."""
+    del ws
+    df = pd.read_parquet(experiment)
+    paper = pd.read_csv(headlines)
+    rows = []
+    for _, p in paper.iterrows():
+        col = "throughput_tok_s" if p.metric == "throughput" else "tokens_per_j"
+        s = df[df.system == "SADDLE"].set_index(["pair", "batch"])[col]
+        b = df[df.system == p.baseline].set_index(["pair", "batch"])[col]
+        ours = float(s.mean() / b.loc[s.index].mean())
+        rows.append(
+            dict(
+                metric=p.metric,
+                baseline=p.baseline,
+                ours=ours,
+                paper=float(p.paper_value),
+                ratio_ours_to_paper=ours / float(p.paper_value),
+                points=int(len(s)),
+                source=p.source,
+            )
+        )
+    return pd.DataFrame(rows)
+
+
+def fig16_latency_breakdown(ws: Workspace, df: pd.DataFrame):
+    del ws
+    batches = sorted(df.batch.unique())
+    colors = dict(zip(["verification", "prediction", "overlap"], sns.color_palette(n_colors=3), strict=True))
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    width = 0.38
+    for i, b in enumerate(batches):
+        for sys_name, dx in (("PIM-SD", -width / 2), ("SADDLE", width / 2)):
+            part = df[(df.batch == b) & (df.system == sys_name)].set_index("component").normalized
+            bottom = 0.0
+            for comp in ("verification", "prediction"):
+                ax.bar(i + dx, part.get(comp, 0.0), width, bottom=bottom, color=colors[comp], edgecolor="white")
+                bottom += part.get(comp, 0.0)
+            ax.bar(i + dx, part.get("overlap", 0.0), width, color=colors["overlap"], hatch="//", edgecolor="white")
+            ax.plot(i + dx, bottom + part.get("overlap", 0.0), marker="_", color="k", ms=14)
+            ax.annotate(
+                sys_name,
+                (i + dx, bottom),
+                xytext=(0, 2),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                fontsize=6,
+                rotation=90,
+            )
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c, hatch="//" if k == "overlap" else None) for k, c in colors.items()]
+    ax.legend(handles, [*colors], fontsize=7, loc="lower left")
+    ax.axhline(0, color="0.3", lw=0.8)
+    ax.set_xticks(range(len(batches)), [str(b) for b in batches])
+    ax.set(
+        xlabel="Batch size",
+        ylabel="Time (norm. to PIM-SD end to end)",
+        title="Latency breakdown, OPT-66B (black mark: end to end)",
+    )
+    return fig, df
+
+
+def fig17_verification_breakdown(ws: Workspace, df: pd.DataFrame):
+    del ws
+    wide = df.pivot(index="seq_len", columns="component", values="share").fillna(0.0)
+    fig, ax = plt.subplots(figsize=(6.0, 3.4))
+    bottom = np.zeros(len(wide))
+    for comp, color in zip(wide.columns, sns.color_palette(n_colors=len(wide.columns)), strict=True):
+        ax.bar([str(i) for i in wide.index], wide[comp], bottom=bottom, label=comp, color=color)
+        bottom += wide[comp].to_numpy()
+    ax.set(
+        xlabel="Context length (tokens)",
+        ylabel="Share of verification time",
+        title="TLM verification, Llama pair, batch 16",
+    )
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return fig, df
+
+
+def area(ws: Workspace, df: pd.DataFrame):
+    del ws
+    parts = df[df.component != "total"]
+    fig, ax = plt.subplots(figsize=(5.6, 3.0))
+    sns.barplot(data=parts, y="component", x="area_mm2", hue="die", dodge=False, ax=ax)
+    totals = df[df.component == "total"].set_index("die")
+    share = totals.share_of_die.get("DRAM die", np.nan)
+    ax.set(
+        xlabel="Area (mm^2)",
+        ylabel="",
+        title=f"PIM logic area: DRAM die {totals.area_mm2.get('DRAM die', np.nan):.2f} mm^2 ({share:.1%}), "
+        f"buffer die {totals.area_mm2.get('buffer die', np.nan):.2f} mm^2",
+    )
+    return fig, df
+
+
+def fig_paper_comparison(ws: Workspace, df: pd.DataFrame):
+    del ws
+    long = df.melt(id_vars=["metric", "baseline"], value_vars=["ours", "paper"], var_name="source", value_name="gain")
+    g = sns.catplot(data=long, x="baseline", y="gain", hue="source", col="metric", kind="bar", height=3.2, aspect=1.1)
+    g.set_axis_labels("", "SADDLE average gain (ratio of means)")
+    for ax in g.axes.flat:
+        ax.axhline(1.0, color="0.3", lw=0.8, ls="--")
+    return g.figure, df

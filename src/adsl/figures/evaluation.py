@@ -1,0 +1,189 @@
+"""Paper Figs. 12-15, 18 and 19: throughput, energy efficiency, ablation, sensitivity, utilisation and
+the operator scheduler, from the simulator's experiment tables."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+from adsl.workspace import Workspace
+
+MAIN_SYSTEMS = ["GPU-AD", "GPU-SD", "PIM-AD", "PIM-SD", "SADDLE"]
+ABLATION = ["PIM-SD", "SADDLE-d", "SADDLE-p", "SADDLE-s", "SADDLE"]
+PAIR_LABELS = {"OPT-66B": "OPT-66B", "Llama3.1-70B": "Llama3.1-70B", "OPT-175B": "OPT-175B"}
+
+
+def _normalized(df: pd.DataFrame, metric: str, base: str, keys: list[str]) -> pd.DataFrame:
+    """``metric`` divided by the ``base`` system's value at the same ``keys``."""
+    ref = df[df.system == base].set_index(keys)[metric].rename("_ref")
+    out = df.join(ref, on=keys)
+    out["normalized"] = out[metric] / out["_ref"]
+    return out.drop(columns="_ref")
+
+
+def _cols(df, keys, metric):
+    return df[[*keys, "system", metric, "normalized", "fits_memory"]]
+
+
+def fig12_table(ws: Workspace, experiment: str) -> pd.DataFrame:
+    del ws
+    df = _normalized(pd.read_parquet(experiment), "throughput_tok_s", "GPU-AD", ["pair", "batch"])
+    return (
+        _cols(df, ["pair", "batch"], "throughput_tok_s").sort_values(["pair", "batch", "system"]).reset_index(drop=True)
+    )
+
+
+def fig13_table(ws: Workspace, experiment: str) -> pd.DataFrame:
+    del ws
+    df = pd.read_parquet(experiment).rename(columns={"tokens_per_j": "tokens_per_joule"})
+    df = _normalized(df, "tokens_per_joule", "GPU-AD", ["pair", "batch"])
+    return (
+        _cols(df, ["pair", "batch"], "tokens_per_joule").sort_values(["pair", "batch", "system"]).reset_index(drop=True)
+    )
+
+
+def fig14_table(ws: Workspace, experiment: str) -> pd.DataFrame:
+    del ws
+    df = _normalized(pd.read_parquet(experiment), "throughput_tok_s", "PIM-SD", ["batch"])
+    return (
+        df[["batch", "system", "throughput_tok_s", "normalized"]]
+        .sort_values(["batch", "system"])
+        .reset_index(drop=True)
+    )
+
+
+def fig15a_table(ws: Workspace, experiment: str) -> pd.DataFrame:
+    del ws
+    df = _normalized(pd.read_parquet(experiment), "throughput_tok_s", "GPU-AD", ["seq_len"])
+    return _cols(df, ["seq_len"], "throughput_tok_s").sort_values(["seq_len", "system"]).reset_index(drop=True)
+
+
+def fig15b_table(ws: Workspace, experiment: str) -> pd.DataFrame:
+    del ws
+    df = _normalized(pd.read_parquet(experiment), "throughput_tok_s", "GPU-AD", ["batch"])
+    return _cols(df, ["batch"], "throughput_tok_s").sort_values(["batch", "system"]).reset_index(drop=True)
+
+
+def fig18_table(ws: Workspace, experiment: str) -> pd.DataFrame:
+    del ws
+    df = pd.read_parquet(experiment)
+    df = df[(df.batch == 64) & df.system.isin(["PIM-AD", "PIM-SD", "SADDLE"])]
+    long = df.melt(
+        id_vars=["pair", "system"], value_vars=["gpu_util", "pim_util"], var_name="device", value_name="utilization"
+    )
+    long["device"] = long.device.str.replace("_util", "").str.upper()
+    return long.sort_values(["pair", "system", "device"]).reset_index(drop=True)
+
+
+def fig19_table(ws: Workspace, experiment: str) -> pd.DataFrame:
+    """Static (SADDLE-s) vs dynamic (SADDLE) placement: share of operator time on PIM and throughput."""
+    del ws
+    df = pd.read_parquet(experiment)
+    cls = [c for c in df.columns if c.startswith("class_")]
+    rows = []
+    for _, r in df.iterrows():
+        pim_share = (r.pim_util) / max(r.gpu_util + r.pim_util, 1e-12)
+        rows.append(
+            dict(
+                pair=r.pair,
+                scheduler="dynamic" if r.system == "SADDLE" else "static",
+                system=r.system,
+                throughput_tok_s=r.throughput_tok_s,
+                pim_time_share=pim_share,
+                draft_fc_on_pim=r.draft_fc_on_pim,
+                target_attention_on_pim=r.target_attention_on_pim,
+                op_time_s=float(sum(r[c] for c in cls)),
+            )
+        )
+    out = pd.DataFrame(rows)
+    static = out[out.scheduler == "static"].set_index("pair").throughput_tok_s
+    out["speedup_vs_static"] = out.throughput_tok_s / out.pair.map(static)
+    return out.sort_values(["pair", "scheduler"], ascending=[True, False]).reset_index(drop=True)
+
+
+def _bars(df, x, y, hue, order, ax, ylabel, title):
+    sns.barplot(data=df, x=x, y=y, hue=hue, hue_order=order, ax=ax)
+    ax.axhline(1.0, color="0.3", lw=0.8, ls="--")
+    ax.set(ylabel=ylabel, title=title)
+
+
+def _per_pair(df, metric_label, title):
+    pairs = [p for p in PAIR_LABELS if p in set(df.pair)]
+    fig, axes = plt.subplots(1, len(pairs), figsize=(4.2 * len(pairs), 3.4), sharey=True, squeeze=False)
+    for ax, pair in zip(axes[0], pairs, strict=True):
+        _bars(df[df.pair == pair], "batch", "normalized", "system", MAIN_SYSTEMS, ax, metric_label, pair)
+        ax.set_xlabel("Batch size")
+        if ax is not axes[0][-1]:
+            ax.get_legend().remove()
+    axes[0][-1].legend(fontsize=7, title=None)
+    fig.suptitle(title)
+    return fig
+
+
+def fig12_throughput(ws: Workspace, df: pd.DataFrame):
+    del ws
+    return _per_pair(df, "Throughput (norm. to GPU-AD)", "Throughput"), df
+
+
+def fig13_energy(ws: Workspace, df: pd.DataFrame):
+    del ws
+    return _per_pair(df, "Tokens/J (norm. to GPU-AD)", "Energy efficiency"), df
+
+
+def fig14_ablation(ws: Workspace, df: pd.DataFrame):
+    del ws
+    fig, ax = plt.subplots(figsize=(6.0, 3.4))
+    _bars(df, "batch", "normalized", "system", ABLATION, ax, "Throughput (norm. to PIM-SD)", "Ablation, OPT-66B")
+    ax.set_xlabel("Batch size")
+    ax.legend(fontsize=7)
+    return fig, df
+
+
+def fig15a_seqlen(ws: Workspace, df: pd.DataFrame):
+    del ws
+    fig, ax = plt.subplots(figsize=(6.0, 3.4))
+    _bars(
+        df, "seq_len", "normalized", "system", MAIN_SYSTEMS, ax, "Throughput (norm. to GPU-AD)", "Llama pair, batch 16"
+    )
+    ax.set_xlabel("Maximum sequence length")
+    ax.legend(fontsize=7)
+    return fig, df
+
+
+def fig15b_small_batch(ws: Workspace, df: pd.DataFrame):
+    del ws
+    fig, ax = plt.subplots(figsize=(6.0, 3.4))
+    _bars(df, "batch", "normalized", "system", MAIN_SYSTEMS, ax, "Throughput (norm. to GPU-AD)", "OPT-66B, small batch")
+    ax.set_xlabel("Batch size")
+    ax.legend(fontsize=7)
+    return fig, df
+
+
+def fig18_utilization(ws: Workspace, df: pd.DataFrame):
+    del ws
+    g = sns.catplot(
+        data=df,
+        x="system",
+        y="utilization",
+        hue="device",
+        col="pair",
+        kind="bar",
+        height=3.2,
+        aspect=0.9,
+        order=["PIM-AD", "PIM-SD", "SADDLE"],
+    )
+    g.set_axis_labels("", "Utilisation (busy / wall time)")
+    g.figure.suptitle("Device utilisation at batch 64", y=1.03)
+    return g.figure, df
+
+
+def fig19_scheduler(ws: Workspace, df: pd.DataFrame):
+    del ws
+    fig, (a, b) = plt.subplots(1, 2, figsize=(8.4, 3.3))
+    sns.barplot(data=df, x="pair", y="pim_time_share", hue="scheduler", hue_order=["static", "dynamic"], ax=a)
+    a.set(xlabel="", ylabel="Share of device time on PIM", title="Operator placement")
+    sns.barplot(data=df, x="pair", y="speedup_vs_static", hue="scheduler", hue_order=["static", "dynamic"], ax=b)
+    b.axhline(1.0, color="0.3", lw=0.8, ls="--")
+    b.set(xlabel="", ylabel="Throughput (norm. to static)", title="Scheduler effect, batch 64")
+    return fig, df
