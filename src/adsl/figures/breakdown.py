@@ -114,22 +114,17 @@ def fig16_latency_breakdown(ws: Workspace, df: pd.DataFrame):
                 bottom += part.get(comp, 0.0)
             ax.bar(i + dx, part.get("overlap", 0.0), width, color=colors["overlap"], hatch="//", edgecolor="white")
             ax.plot(i + dx, bottom + part.get("overlap", 0.0), marker="_", color="k", ms=14)
-            ax.annotate(
-                sys_name,
-                (i + dx, bottom),
-                xytext=(0, 2),
-                textcoords="offset points",
-                ha="center",
-                va="bottom",
-                fontsize=6,
-                rotation=90,
-            )
     handles = [plt.Rectangle((0, 0), 1, 1, color=c, hatch="//" if k == "overlap" else None) for k, c in colors.items()]
     ax.legend(handles, [*colors], fontsize=7, loc="lower left")
     ax.axhline(0, color="0.3", lw=0.8)
-    ax.set_xticks(range(len(batches)), [str(b) for b in batches])
+    ticks = [
+        (i + dx, f"{n}\n{b}")
+        for i, b in enumerate(batches)
+        for n, dx in (("PIM-SD", -width / 2), ("SADDLE", width / 2))
+    ]
+    ax.set_xticks([t for t, _ in ticks], [label for _, label in ticks], fontsize=7)
     ax.set(
-        xlabel="Batch size",
+        xlabel="System and batch size",
         ylabel="Time (norm. to PIM-SD end to end)",
         title="Latency breakdown, OPT-66B (black mark: end to end)",
     )

@@ -117,7 +117,7 @@ def _per_pair(df, metric_label, title):
         if ax is not axes[0][-1]:
             ax.get_legend().remove()
     axes[0][-1].legend(fontsize=7, title=None)
-    fig.suptitle(title)
+    fig.suptitle(title, y=1.03)
     return fig
 
 
