@@ -122,3 +122,25 @@ def test_invalid_pool_settings(models, hw):
     conf, acc = streams(0, 8, 100)
     with pytest.raises(SimError, match="cannot hold one query token per request"):
         run(models, pooled_setup(hw, pool=8), np.full(8, 10), conf, acc, 0.3)
+
+
+def _admit_by_sorting(want, conf, queries, capacity):
+    x, r, w = conf.shape
+    h = np.cumprod(conf.astype(np.float64), axis=2)
+    cand = np.arange(w)[None, None, :] < want[..., None]
+    score = np.where(cand, h, -1.0).reshape(x, r * w)
+    order = np.argsort(-score, axis=1, kind="stable")
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.arange(r * w)[None, :].repeat(x, axis=0), axis=1)
+    keep = (rank < np.maximum(capacity - queries, 0)[:, None]) & cand.reshape(x, r * w)
+    return keep.reshape(x, r, w).sum(axis=2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 9), st.integers(1, 6), st.integers(0, 40), st.integers(0, 2**31 - 1))
+def test_pool_admission_equals_a_stable_ranking(x, r, w, capacity, seed):
+    rng = np.random.default_rng(seed)
+    conf = rng.choice([0.5, 0.9, 1.0], size=(x, r, w))  # coarse values: many ties
+    want = rng.integers(0, w + 1, (x, r))
+    queries = rng.integers(0, r + 1, x)
+    assert (pool_admit(want, conf, queries, capacity) == _admit_by_sorting(want, conf, queries, capacity)).all()

@@ -77,6 +77,9 @@ def run_point(
         if taus is None:
             raise ValueError(f"{system_name} drafts adaptively and needs tau per category (results/acceptance/tau.csv)")
         # a pooled request may hold up to d eager tokens beyond a d-token entry: lengths up to 2 d
+        light = sim["tau_light_load"]
+        if batch <= light["batch_at_most"]:  # lightly loaded: longer drafts use the idle parallelism
+            taus = {c: t * light["factor"] for c, t in taus.items()}
         lengths = adaptive_lengths(conf, sim["categories"], taus, 2 * d if setup.pool_tokens else d)
     prompts = np.full((x, batch), float(prompt))
     if setup.pool_tokens:

@@ -32,20 +32,36 @@ from adsl.sim.engine import Setup, SimError, _add, _dynamic, cost_tables, needed
 from adsl.sim.timing import BatchCost
 
 
-def pool_admit(want: np.ndarray, conf_window: np.ndarray, queries: np.ndarray, capacity: int) -> np.ndarray:
+def pool_admit(want: np.ndarray, conf_window, queries: np.ndarray, capacity: int) -> np.ndarray:
     """Draft tokens admitted per request (X, R): the ``capacity - queries`` tokens with the highest
     running product H over all requests of a replica, never more than ``want``. H falls along a
-    draft, so each request keeps a prefix (ties: earlier request first, stable)."""
+    draft, so each request keeps a prefix (ties: earlier request first, stable). ``conf_window`` is
+    (X, R, W >= want) confidences from each request's position on, or a function returning them."""
+    room = np.maximum(capacity - queries, 0)
+    out = want.copy()
+    cut = want.sum(axis=1) > room  # replicas whose pool overflows: rank their tokens
+    if not cut.any():
+        return out
+    if callable(conf_window):  # gathered only when some pool overflows
+        conf_window = conf_window()
     x, r, w = conf_window.shape
-    h = np.cumprod(conf_window.astype(np.float64), axis=2)
-    cand = np.arange(w)[None, None, :] < want[..., None]
-    score = np.where(cand, h, -1.0).reshape(x, r * w)
-    order = np.argsort(-score, axis=1, kind="stable")
-    rank = np.empty_like(order)
-    np.put_along_axis(rank, order, np.arange(r * w)[None, :].repeat(x, axis=0), axis=1)
-    room = np.maximum(capacity - queries, 0)[:, None]
-    keep = (rank < room) & cand.reshape(x, r * w)
-    return keep.reshape(x, r, w).sum(axis=2)
+    h = np.cumprod(conf_window[cut].astype(np.float64), axis=2)
+    cand = np.arange(w)[None, None, :] < want[cut][..., None]
+    k = int(cut.sum())
+    score = np.where(cand, h, -1.0).reshape(k, r * w)
+    flat_cand = cand.reshape(k, r * w)
+    keep = np.zeros_like(flat_cand)
+    for i, n_keep in enumerate(room[cut]):
+        if n_keep <= 0:
+            continue
+        # the n_keep-th largest score; ties at it are admitted in request order (a stable ranking)
+        v = np.partition(score[i], score.shape[1] - n_keep)[score.shape[1] - n_keep]
+        above = score[i] > v
+        tie = (score[i] == v) & flat_cand[i]
+        keep[i] = above | (tie & (np.cumsum(tie) <= n_keep - above.sum()))
+    keep &= flat_cand
+    out[cut] = keep.reshape(k, r, w).sum(axis=2)
+    return out
 
 
 def simulate_pooled(setup: Setup, pair, prompt_len, output_len, accept, confidence, tau_lengths) -> dict:
@@ -76,7 +92,10 @@ def simulate_pooled(setup: Setup, pair, prompt_len, output_len, accept, confiden
     zero = np.zeros((x, r), dtype=np.int64)
     while active.any():
         full_len = lengths[xi, ri, pos]
-        conf_w = confidence[xi[..., None], ri[..., None], pos[..., None] + win]
+
+        def conf_w(pos=pos):
+            return confidence[xi[..., None], ri[..., None], pos[..., None] + win]
+
         if eager:
             fresh = np.where(active & ~ready, np.minimum(full_len, d), 0)
             if setup.pool_trigger == "complete":  # the pass waits for requests drafting from a correction
