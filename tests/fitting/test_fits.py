@@ -162,3 +162,26 @@ def test_three_component_mixture_captures_a_spike_near_one():
     assert fit["selected"] == "beta_mixture3"
     assert fit["ks_pvalue"] > 0.01
     assert fit["candidates"]["beta_mixture3"]["aic"] < fit["candidates"]["beta_mixture"]["aic"]
+
+
+def test_confidence_conditional_on_the_previous_match_is_fitted_and_drawn():
+    """Confidence after a miss is drawn from its own fit: the generated means follow the data's."""
+    from adsl.fitting.pipeline import by_previous_match, conditional_confidence
+
+    rng = np.random.default_rng(4)
+    conf, match = [], []
+    for _ in range(30):
+        c, m, prev = np.empty(150), np.empty(150, dtype=int), 1
+        for i in range(150):
+            c[i] = rng.beta(9, 1) if prev else rng.beta(2, 2)
+            m[i] = prev = int(rng.random() < c[i])
+        conf.append(c)
+        match.append(m)
+    cond = conditional_confidence(conf, match)
+    model = {"confidence": dist.fit_confidence(np.concatenate(conf)), "confidence_given_previous": cond}
+    model["joint"] = fit_joint(conf, match)
+    c_gen, m_gen = draw_streams(model, 3000, 150, np.random.default_rng(0))
+    gen_after_match, gen_after_miss = by_previous_match(list(c_gen), list(m_gen.astype(int)))
+    assert gen_after_match.mean() == pytest.approx(0.9, abs=0.02)
+    assert gen_after_miss.mean() == pytest.approx(0.5, abs=0.03)
+    assert conditional_confidence(conf[:1], [np.ones(150, dtype=int)]) is None  # no misses: no split

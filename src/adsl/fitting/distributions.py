@@ -104,10 +104,13 @@ def confidence_ppf(model: str, params: dict, u) -> np.ndarray:
     return np.interp(u, confidence_cdf(model, params, grid), grid)
 
 
+MIN_CONFIDENCE_SAMPLES = 50
+
+
 def fit_confidence(x, bootstrap: int = 0, rng: np.random.Generator | None = None) -> dict:
     """Fit every candidate by maximum likelihood, select by AIC, test the winner with Kolmogorov-Smirnov."""
     x = clip01(x)
-    need(len(x), 50, "confidence distribution")
+    need(len(x), MIN_CONFIDENCE_SAMPLES, "confidence distribution")
     cands = {}
     for name, (fit, k) in CONFIDENCE_MODELS.items():
         params, ll = fit(x)

@@ -27,32 +27,45 @@ def quantile_table(confidence: dict) -> tuple[np.ndarray, np.ndarray]:
 def draw_streams(model: dict, n: int, t: int, rng: np.random.Generator, shift: float | None = None):
     """(confidence, accepted) arrays of shape (n, t), float32 and bool, from one seeded generator.
 
-    Confidence: inverse-CDF lookup of uniform 12-bit indices (raw generator bits, so it is cheap).
+    Confidence: inverse-CDF lookup of uniform 12-bit indices (raw generator bits, so it is cheap), in
+    the distribution fitted after a match or after a miss when the model has both
+    (``confidence_given_previous``), else in the overall one.
     Accepted: Bernoulli(sigmoid(a + shift + b logit(c) + g accepted_prev + z_request)), z ~ N(0, s^2).
     """
-    q, lq = quantile_table(model["confidence"])
+    cond = model.get("confidence_given_previous")
+    if cond:
+        q_m, lq_m = quantile_table(cond["after_match"])
+        q_x, lq_x = quantile_table(cond["after_miss"])
+    else:
+        q_m, lq_m = quantile_table(model["confidence"])
+        q_x, lq_x = q_m, lq_m
+    # one table: index bit 12 set = the previous position was a miss
+    q = np.concatenate([q_m, q_x])
     j = model["joint"]
+    lq = np.concatenate([lq_m, lq_x]) * np.float32(j["b"])
     shift = model.get("calibration", {}).get("shift", 0.0) if shift is None else shift
     words = (t * n + 3) // 4
     idx = rng.bit_generator.random_raw(words).view(np.uint16)[: t * n].reshape(t, n)
     idx &= (1 << QUANTILE_BITS) - 1
-    conf = q[idx]
-    base = lq[idx]
-    base *= np.float32(j["b"])
-    base += rng.normal(j["a"] + shift, j["s"], n).astype(np.float32)[None, :]
+    z = rng.normal(j["a"] + shift, j["s"], n).astype(np.float32)
     u = rng.random((t, n), dtype=np.float32)
     acc = np.empty((t, n), dtype=bool)
     g = np.float32(j["g"])
     eta = np.empty(n, dtype=np.float32)
+    miss = np.empty(n, dtype=np.uint16)
     for k in range(t):
         if k:
-            np.multiply(acc[k - 1], g, out=eta)
-            eta += base[k]
+            np.logical_not(acc[k - 1], out=miss, casting="unsafe")
+            miss <<= QUANTILE_BITS
+            idx[k] |= miss
+            np.take(lq, idx[k], out=eta)
+            eta += acc[k - 1] * g
         else:
-            eta[:] = base[k]
+            np.take(lq, idx[k], out=eta)
+        eta += z
         special.expit(eta, out=eta)
         np.less(u[k], eta, out=acc[k])
-    return conf.T, acc.T
+    return q[idx].T, acc.T
 
 
 def match_runs(acc: np.ndarray) -> np.ndarray:

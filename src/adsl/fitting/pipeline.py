@@ -24,6 +24,26 @@ def greedy_sequences(profile: Profile, category: str, requests: list[int] | None
     return [g.draft_top1.to_numpy() for g in groups], [g.match.to_numpy() for g in groups]
 
 
+def by_previous_match(conf: list[np.ndarray], match: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Confidences at positions that follow a match and at positions that follow a miss (a request's
+    first position counts as following a match)."""
+    after_match, after_miss = [], []
+    for c, m in zip(conf, match, strict=True):
+        prev = np.concatenate([[1], np.asarray(m[:-1])]).astype(bool)
+        after_match.append(c[prev])
+        after_miss.append(c[~prev])
+    return np.concatenate(after_match), np.concatenate(after_miss)
+
+
+def conditional_confidence(conf: list[np.ndarray], match: list[np.ndarray]) -> dict | None:
+    """Confidence fitted separately after a match and after a miss (the draft is less sure right
+    after the text left its own prediction); None when either side has too few positions."""
+    after_match, after_miss = by_previous_match(conf, match)
+    if min(len(after_match), len(after_miss)) < dist.MIN_CONFIDENCE_SAMPLES:
+        return None
+    return {"after_match": dist.fit_confidence(after_match), "after_miss": dist.fit_confidence(after_miss)}
+
+
 def accepted_at(match: list[np.ndarray], d: int) -> np.ndarray:
     return np.concatenate([replay(m, np.full(len(m), d)).accepted.to_numpy() for m in match])
 
@@ -39,6 +59,7 @@ def fit_category(profile: Profile, category: str, pair: str, bootstrap: int = 10
         "category": category,
         "source": "measured",
         "confidence": dist.fit_confidence(c_all, bootstrap=bootstrap, rng=rng),
+        "confidence_given_previous": conditional_confidence(conf, match),
         "joint": joint,
         "heterogeneity": dist.fit_request_heterogeneity(
             np.array([m.sum() for m in match]), np.array([len(m) for m in match])
@@ -101,6 +122,7 @@ def heldout_check(profile: Profile, category: str, pair: str, seed: int = 0, n_s
     conf_te, match_te = greedy_sequences(profile, category, test)
     model = {
         "confidence": dist.fit_confidence(np.concatenate(conf_tr)),
+        "confidence_given_previous": conditional_confidence(conf_tr, match_tr),
         "joint": fit_joint(conf_tr, match_tr),
     }
     t = int(np.median([len(m) for m in match_te]))
