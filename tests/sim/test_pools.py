@@ -41,7 +41,7 @@ def streams(seed, batch, t, p=0.7):
 
 def run(models, st_, out, conf, acc, tau):
     out = np.asarray(out)[None, :]
-    lengths = running_product_lengths(conf[0], tau, 2 * st_.draft_length)[None]
+    lengths = running_product_lengths(conf[0], tau, 2 * st_.draft_length + 1)[None]
     return simulate_pooled(st_, models.pair("OPT-66B"), np.full(out.shape, 64.0), out, acc, conf, lengths)
 
 
@@ -68,7 +68,7 @@ def test_pool_admits_highest_running_products_first():
 def test_pool_capacity_and_token_conservation(models, hw, batch, d, extra_room, eager, trigger, tau, seed):
     pool = batch + 1 + extra_room
     out = np.random.default_rng(seed).integers(1, 40, batch)
-    conf, acc = streams(seed, batch, 40 + 4 * d + 1)
+    conf, acc = streams(seed, batch, 40 + 4 * d + 4)
     res = run(models, pooled_setup(hw, d, pool, eager, trigger), out, conf, acc, tau)
     assert res["pool"]["pool_max"][0] <= pool
     assert res["tokens"][0] == out.sum()
@@ -84,9 +84,9 @@ def test_eager_tokens_discarded_on_rejection_and_kept_on_full_acceptance(models,
     assert res["pool"]["wasted"][0] == 0  # every eager token migrated and was accepted
     none_acc = np.zeros((1, 1, 80), dtype=bool)
     res = run(models, st_, [10], conf, none_acc, 0.5)
-    # every pass rejects the first token: the d verified and d eager tokens of each pass are all lost
+    # every pass rejects the first token: the d verified and d + 1 eager tokens of each pass are lost
     assert res["iterations"][0] == 10
-    assert res["pool"]["drafted"][0] == 10 * 2 * d
+    assert res["pool"]["drafted"][0] == 10 * (2 * d + 1)
     assert res["pool"]["wasted"][0] == res["pool"]["drafted"][0]
 
 
@@ -94,7 +94,7 @@ def test_tau_zero_and_ample_pool_is_fixed_length_sd(models, hw):
     """SADDLE-p with tau = 0 (never stop early) and a pool that never binds = fixed-d SD with one pooled
     verification pass per iteration."""
     d, batch = 4, 6
-    conf, acc = streams(3, batch, 60 + 4 * d + 1)
+    conf, acc = streams(3, batch, 60 + 4 * d + 4)
     out = np.full(batch, 60)
     st_ = pooled_setup(hw, d, pool=batch * (d + 1))
     pooled = run(models, st_, out, conf, acc, 0.0)
@@ -106,8 +106,24 @@ def test_tau_zero_and_ample_pool_is_fixed_length_sd(models, hw):
     assert pooled["energy_j"][0] == pytest.approx(ref["energy_j"][0], rel=1e-9)
 
 
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 6), st.floats(0.0, 1.0), st.integers(0, 2**31 - 1), st.sampled_from(["complete", "idle"]))
+def test_saddle_with_tau_zero_and_a_one_request_pool_is_fixed_length_sd(models, hw, d, p, seed, trigger):
+    """One request, tau = 0 (never stop early), a pool of d + 1 tokens: the Eager Pool keeps exactly
+    the next d-token draft when the bonus matches, so verification windows and emitted tokens are
+    those of fixed-length SD; only the time differs (drafting overlaps verification)."""
+    conf, acc = streams(seed, 1, 50 + 4 * d + 4, p)
+    st_ = pooled_setup(hw, d, pool=d + 1, eager=True, trigger=trigger)
+    saddle = run(models, st_, [50], conf, acc, 0.0)
+    fixed = dataclasses.replace(st_, policy="fixed", pool_tokens=0, eager=False)
+    ref = simulate(fixed, models.pair("OPT-66B"), np.full((1, 1), 64.0), np.array([[50]]), acc)
+    assert saddle["tokens"][0] == ref["tokens"][0] == 50
+    if trigger == "complete":
+        assert saddle["iterations"][0] == ref["iterations"][0]
+
+
 def test_async_overlap_never_slower_than_its_parts(models, hw):
-    conf, acc = streams(5, 16, 200 + 33)
+    conf, acc = streams(5, 16, 200 + 36)
     st_ = pooled_setup(hw, 8, pool=512, eager=True, dynamic=True)
     res = run(models, st_, np.full(16, 200), conf, acc, 0.3)
     assert res["stage_s"]["overlap"][0] >= -1e-12

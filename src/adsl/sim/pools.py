@@ -66,20 +66,20 @@ def pool_admit(want: np.ndarray, conf_window, queries: np.ndarray, capacity: int
 
 def simulate_pooled(setup: Setup, pair, prompt_len, output_len, accept, confidence, tau_lengths) -> dict:
     """``tau_lengths`` (X, R, T): draft length of the running-product rule from each position, capped
-    at 2 d (an eager request may hold up to d tokens beyond a d-token pool entry)."""
+    at 2 d + 1 (an eager request may draft d + 1 tokens beyond a d-token pool entry)."""
     prompt = np.asarray(prompt_len, dtype=float)
     out = np.asarray(output_len, dtype=np.int64)
     x, r = out.shape
     d, cap, eager = setup.draft_length, setup.pool_tokens, setup.eager
     if cap < r + 1:
         raise SimError(f"{setup.name}: pool of {cap} tokens cannot hold one query token per request ({r}) plus a draft")
-    if accept.shape[2] < out.max() + 4 * d + 1:
-        raise SimError(f"acceptance streams of {accept.shape[2]} positions; need >= {out.max() + 4 * d + 1}")
+    if accept.shape[2] < out.max() + 4 * d + 4:
+        raise SimError(f"acceptance streams of {accept.shape[2]} positions; need >= {out.max() + 4 * d + 4}")
     runs = match_runs(accept.reshape(x * r, -1)).reshape(x, r, -1)
-    lengths = np.minimum(np.asarray(tau_lengths), 2 * d)
+    lengths = np.minimum(np.asarray(tau_lengths), 2 * d + 1)
     xi, ri = np.arange(x)[:, None], np.arange(r)[None, :]
-    win = np.arange(2 * d)
-    steps = np.arange(d)
+    win = np.arange(d)
+    steps = np.arange(d + 1)  # an eager request drafts up to d + 1 tokens: the bonus position + d
 
     gen = np.zeros((x, r), dtype=np.int64)
     ctx = prompt.copy()
@@ -105,8 +105,10 @@ def simulate_pooled(setup: Setup, pair, prompt_len, output_len, accept, confiden
                 # a request whose very first token falls below tau has nothing to draft: it joins the pass
                 verifying = active & (ready | (fresh == 0))
                 pre, offered = zero, np.where(verifying, held, 0)
-            extra = np.where(verifying, np.clip(np.minimum(full_len, offered + d) - offered, 0, d), 0)
-            lv = np.where(verifying, pool_admit(offered, conf_w, verifying.sum(axis=1), cap), 0)
+            # eager drafting covers the bonus position and d tokens after it (a full next pool entry)
+            extra = np.where(verifying, np.clip(np.minimum(full_len, offered + d + 1) - offered, 0, d + 1), 0)
+            entry = np.minimum(offered, d)  # at most d tokens of a request per pass; the rest stay held
+            lv = np.where(verifying, pool_admit(entry, conf_w, verifying.sum(axis=1), cap), 0)
             overlapped = [(extra, ctx + offered)] + ([(fresh, ctx)] if setup.pool_trigger == "idle" else [])
         else:
             verifying = active
@@ -181,7 +183,7 @@ def _costs(setup, pair, prompt, out, rec, stats, gen, eager) -> dict:
     n_d = np.concatenate([np.array(rec["np"]), np.array(rec["nd"])], axis=2)
     c_d = np.concatenate([np.array(rec["cp"]), np.array(rec["cd"])], axis=2)
     r = gen.shape[1]
-    ctx_max = float(prompt.max() + out.max() + 4 * d + 1)
+    ctx_max = float(prompt.max() + out.max() + 4 * d + 4)
     draft = cost_tables(setup, pair, r, ctx_max)["draft"].lookup(n_d, c_d)
     # the pool is verified as one target pass, or in the system's micro-batches where that is faster
     # (a deep pipeline needs several micro-batches in flight once the pass is compute-bound)
@@ -190,7 +192,7 @@ def _costs(setup, pair, prompt, out, rec, stats, gen, eager) -> dict:
     placement: dict = {}
     if setup.dynamic:
         draft, verify = _dynamic(pooled, pair, n_d, c_d, n_v, c_v, q_v, draft, verify, placement)
-    pre, over = _steps(draft, slice(0, d)), _steps(draft, slice(d, 2 * d))
+    pre, over = _steps(draft, slice(0, d + 1)), _steps(draft, slice(d + 1, 2 * d + 2))
     t_pre, t_over = pre.time_s.sum(axis=2), over.time_s.sum(axis=2)  # (rounds, X)
     t_verify = verify.time_s
     if eager:
