@@ -51,7 +51,15 @@ def fig04a_acceptance_rate(ws: Workspace, df: pd.DataFrame):
     del ws
     order = [c for c in CATEGORY_ORDER if c in set(df.category)]
     fig, ax = plt.subplots(figsize=(6.0, 3.8))
-    sns.barplot(data=df, x="category", y="acceptance_rate", hue="draft_length", order=order, palette="Blues", ax=ax)
+    sns.barplot(
+        data=df,
+        x="category",
+        y="acceptance_rate",
+        hue="draft_length",
+        order=order,
+        palette=sns.color_palette("Blues", df.draft_length.nunique() + 2)[2:],
+        ax=ax,
+    )
     ref = df.dropna(subset=["paper_acceptance_rate"])
     if len(ref):
         hues = sorted(df.draft_length.unique())

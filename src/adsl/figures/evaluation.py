@@ -136,7 +136,7 @@ def fig14_ablation(ws: Workspace, df: pd.DataFrame):
     fig, ax = plt.subplots(figsize=(6.0, 3.4))
     _bars(df, "batch", "normalized", "system", ABLATION, ax, "Throughput (norm. to PIM-SD)", "Ablation, OPT-66B")
     ax.set_xlabel("Batch size")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig, df
 
 
@@ -147,7 +147,7 @@ def fig15a_seqlen(ws: Workspace, df: pd.DataFrame):
         df, "seq_len", "normalized", "system", MAIN_SYSTEMS, ax, "Throughput (norm. to GPU-AD)", "Llama pair, batch 16"
     )
     ax.set_xlabel("Maximum sequence length")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig, df
 
 
@@ -156,7 +156,7 @@ def fig15b_small_batch(ws: Workspace, df: pd.DataFrame):
     fig, ax = plt.subplots(figsize=(6.0, 3.4))
     _bars(df, "batch", "normalized", "system", MAIN_SYSTEMS, ax, "Throughput (norm. to GPU-AD)", "OPT-66B, small batch")
     ax.set_xlabel("Batch size")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig, df
 
 
