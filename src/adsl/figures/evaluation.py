@@ -131,33 +131,29 @@ def fig13_energy(ws: Workspace, df: pd.DataFrame):
     return _per_pair(df, "Tokens/J (norm. to GPU-AD)", "Energy efficiency"), df
 
 
+def _one_panel(df, x, order, xlabel, ylabel, title):
+    fig, ax = plt.subplots(figsize=(6.0, 3.4))
+    _bars(df, x, "normalized", "system", order, ax, ylabel, title)
+    ax.set_xlabel(xlabel)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return fig
+
+
 def fig14_ablation(ws: Workspace, df: pd.DataFrame):
     del ws
-    fig, ax = plt.subplots(figsize=(6.0, 3.4))
-    _bars(df, "batch", "normalized", "system", ABLATION, ax, "Throughput (norm. to PIM-SD)", "Ablation, OPT-66B")
-    ax.set_xlabel("Batch size")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return fig, df
+    return _one_panel(df, "batch", ABLATION, "Batch size", "Throughput (norm. to PIM-SD)", "Ablation, OPT-66B"), df
 
 
 def fig15a_seqlen(ws: Workspace, df: pd.DataFrame):
     del ws
-    fig, ax = plt.subplots(figsize=(6.0, 3.4))
-    _bars(
-        df, "seq_len", "normalized", "system", MAIN_SYSTEMS, ax, "Throughput (norm. to GPU-AD)", "Llama pair, batch 16"
-    )
-    ax.set_xlabel("Maximum sequence length")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return fig, df
+    labels = ("Maximum sequence length", "Throughput (norm. to GPU-AD)", "Llama pair, batch 16")
+    return _one_panel(df, "seq_len", MAIN_SYSTEMS, *labels), df
 
 
 def fig15b_small_batch(ws: Workspace, df: pd.DataFrame):
     del ws
-    fig, ax = plt.subplots(figsize=(6.0, 3.4))
-    _bars(df, "batch", "normalized", "system", MAIN_SYSTEMS, ax, "Throughput (norm. to GPU-AD)", "OPT-66B, small batch")
-    ax.set_xlabel("Batch size")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return fig, df
+    labels = ("Batch size", "Throughput (norm. to GPU-AD)", "OPT-66B, small batch")
+    return _one_panel(df, "batch", MAIN_SYSTEMS, *labels), df
 
 
 def fig18_utilization(ws: Workspace, df: pd.DataFrame):
