@@ -112,12 +112,11 @@ def test_end_to_end_twice_is_deterministic_and_incremental(tmp_path):
     run(["--configfile", str(ROOT / "config" / "config.yaml"), str(tiny), "--report", "report.html"], a)
     html = (a / "report.html").read_text(errors="replace")
     assert "fig06_roofline" in html and "validation_gpu" in html
-    # Known defect (issue 6 note): in a working directory other than the workflow's, a copy of the
-    # profile folder appears in data/profiles/ during the runs and makes the fits look outdated, so
-    # the "nothing to be done" check runs in the workflow's own folder only (tests/test_workflow.py
-    # dry run); here the second run must at least not need the profiling rule.
+    # A second run has nothing to do: the committed profile is read from the workflow's folder, so
+    # nothing in this working directory looks newer than the fits built from it.
     again = run(["--configfile", str(ROOT / "config" / "config.yaml"), str(tiny), "-n"], a)
-    assert "profile_acceptance" not in again.stdout + again.stderr
+    assert "Nothing to be done" in again.stdout + again.stderr
+    assert not (a / "data").exists()
     # One figure: only its own chain is rebuilt.
     one = run(
         [

@@ -35,7 +35,7 @@ rule validation_table:
 rule acceptance_tables:
     input:
         anchor_inputs(),
-        profile=PROFILE,
+        profile=PROFILE_INPUT,
     output:
         csv="results/acceptance/{table}.csv",
     wildcard_constraints:
