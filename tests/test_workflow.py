@@ -80,6 +80,7 @@ TINY = """
 acceptance:
   bootstrap: 0
   heldout_streams: 200
+  heldout_splits: 1
   calibration: {streams: 200, positions: 96}
   tau: {d_max: 8, streams: 100, positions: 96}
 simulation:

@@ -96,33 +96,54 @@ def acceptance_summary(smk) -> None:
     models = [read_model(p) for p in smk.input.models]
     write_csv(selection_table(models), smk.output.selection)
     prof = read_profile(smk.input.profile)
-    n = smk.config["acceptance"]["heldout_streams"]
-    rows = [heldout_check(prof, m["category"], m["pair"], int(smk.config["seed"]), n) for m in models]
+    acc = smk.config["acceptance"]
+    seed, n = int(smk.config["seed"]), acc["heldout_streams"]
+    rows = [
+        heldout_check(prof, m["category"], m["pair"], seed, n, split)
+        for m in models
+        for split in range(acc["heldout_splits"])
+    ]
     write_csv(pd.DataFrame(rows), smk.output.heldout)
 
 
 def calibrate_pair(smk) -> None:
+    """Every category of one pair: measured model + calibration (see adsl.fitting.paper)."""
     from adsl.fitting.modelfile import read_model, write_model
-    from adsl.fitting.paper import calibrate_shift
+    from adsl.fitting.paper import calibrate_pair as fit_pair
 
-    how = smk.config["acceptance"]["pairs"][smk.wildcards.pair]
-    model = read_model(smk.input.measured)
+    pair = smk.wildcards.pair
+    how = smk.config["acceptance"]["pairs"][pair]
     cal = smk.config["acceptance"]["calibration"]
+    models = {Path(p).stem: read_model(p) for p in smk.input.measured}
     if "same_as" in how:
-        calibration = {**read_model(smk.input.reference[0])["calibration"], "method": f"same_as {how['same_as']}"}
+        refs = {Path(p).stem: read_model(p)["calibration"] for p in smk.input.reference}
+        calibrations = {c: {**refs[c], "method": f"same_as {how['same_as']}"} for c in models}
     elif how["calibrate"] == "paper_fig04a":
         paper = pd.read_csv(smk.input.paper)
-        rows = paper[paper.category == smk.wildcards.category]
-        target = dict(zip(rows.draft_length.astype(int), rows.acceptance_rate.astype(float), strict=True))
-        calibration = {
-            **calibrate_shift(model, target, cal["streams"], cal["positions"], int(smk.config["seed"])),
-            "method": "paper_fig04a",
-        }
+        targets = {}
+        for c in models:
+            rows = paper[paper.category == c]
+            if rows.empty:
+                raise ValueError(f"{smk.input.paper}: no Fig. 4a rates for category {c!r} (pair {pair})")
+            targets[c] = dict(zip(rows.draft_length.astype(int), rows.acceptance_rate.astype(float), strict=True))
+        fitted = fit_pair(
+            models,
+            targets,
+            cal["streams"],
+            cal["positions"],
+            int(smk.config["seed"]),
+            continuation=cal["draft_continuation"],
+        )
+        calibrations = {c: {**v, "method": "paper_fig04a"} for c, v in fitted.items()}
     else:
-        calibration = {"shift": 0.0, "method": "none (measured pair as profiled)"}
-    model.update(pair=smk.wildcards.pair, source=f"{model['source']} {model['pair']}", calibration=calibration)
-    model.pop("format")
-    write_model(model, smk.output[0])
+        calibrations = {
+            c: {"shift": 0.0, "draft_continuation": 0.0, "method": "none (measured pair as profiled)"} for c in models
+        }
+    for path in smk.output:
+        model = dict(models[Path(path).stem])
+        model.update(pair=pair, source=f"{model['source']} {model['pair']}", calibration=calibrations[Path(path).stem])
+        model.pop("format")
+        write_model(model, path)
 
 
 def tau_table(smk) -> None:

@@ -18,6 +18,7 @@ FAST = """
 acceptance:
   bootstrap: 5
   heldout_streams: 500
+  heldout_splits: 2
   calibration: {streams: 400, positions: 128}
   tau: {streams: 200, positions: 128}
 """

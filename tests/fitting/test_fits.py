@@ -8,14 +8,17 @@ from hypothesis import strategies as st
 from adsl.fitting import distributions as dist
 from adsl.fitting.calibration import fit_joint
 from adsl.fitting.generator import (
+    CONTINUED,
+    FIRST,
     acceptance_rate,
     draw_streams,
     fixed_lengths,
+    match_runs,
     replay_lengths,
     running_product_lengths,
 )
 from adsl.fitting.modelfile import ModelFileError, read_model, write_model
-from adsl.fitting.paper import calibrate_shift, rates_for_shift
+from adsl.fitting.paper import calibrate_pair, calibrate_shift, rates_for_shift
 from adsl.profiling import replay as scalar
 
 
@@ -105,6 +108,49 @@ def test_calibrate_shift_recovers_a_reachable_target(model):
     cal = calibrate_shift(model, target, n=1000, t=128, seed=5)
     assert cal["shift"] == pytest.approx(0.8, abs=0.05)
     assert cal["max_abs_error"] < 0.01
+
+
+def test_within_draft_term_keeps_the_first_token_process_and_adds_continuations(model):
+    c0, a0 = draw_streams(model, 300, 80, np.random.default_rng(4))
+    c1, a1 = draw_streams(model, 300, 80, np.random.default_rng(4), continuation=1.5)
+    assert a0.dtype == bool and a1.dtype == np.uint8
+    np.testing.assert_array_equal(c0, c1)
+    np.testing.assert_array_equal(a1 & FIRST != 0, a0)  # common random numbers: same first tokens
+    assert ((a1 & CONTINUED != 0) >= a0).all() and (a1 & CONTINUED != 0).sum() > a0.sum()
+    # h = 0 given explicitly: the plain bool stream
+    np.testing.assert_array_equal(draw_streams(model, 300, 80, np.random.default_rng(4), continuation=0.0)[1], a0)
+    rates = [rates_for_shift(model, 0.0, [4, 12], 500, 96, 0, continuation=h) for h in (0.0, 2.0)]
+    assert (rates[1] > rates[0]).all() and rates[1][1] / rates[1][0] > rates[0][1] / rates[0][0]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 30), st.integers(0, 2**31 - 1), st.booleans())
+def test_match_runs_of_flagged_streams_follow_the_definition(t, seed, continuing):
+    flags = np.random.default_rng(seed).integers(0, 4, (3, t)).astype(np.uint8)
+    runs = match_runs(flags, continuing)
+    for r in range(3):
+        for i in range(t):
+            k = 0
+            while i + k < t and flags[r, i + k] & (FIRST if k == 0 and not continuing else CONTINUED):
+                k += 1
+            assert runs[r, i] == k
+    plain = flags & FIRST != 0  # bool streams: both outcomes are the same
+    np.testing.assert_array_equal(match_runs(plain), match_runs(plain * (FIRST | CONTINUED)))
+
+
+def test_calibrate_pair_recovers_a_shared_continuation_term(model):
+    other = {**model, "joint": {**model["joint"], "a": 0.3}}
+    models = {"x": model, "y": other}
+    targets = {
+        c: dict(zip((4, 8, 12), rates_for_shift(m, s, (4, 8, 12), 600, 96, 2, continuation=1.2), strict=True))
+        for (c, m), s in zip(models.items(), (-0.4, 0.5), strict=True)
+    }
+    cal = calibrate_pair(models, targets, n=600, t=96, seed=2)
+    assert cal["x"]["draft_continuation"] == cal["y"]["draft_continuation"] == pytest.approx(1.2, abs=0.1)
+    assert cal["x"]["shift"] == pytest.approx(-0.4, abs=0.1) and cal["y"]["shift"] == pytest.approx(0.5, abs=0.1)
+    assert max(c["max_abs_error"] for c in cal.values()) < 0.01
+    fixed = calibrate_pair(models, targets, n=600, t=96, seed=2, continuation=0.0)
+    assert fixed["x"]["draft_continuation"] == 0.0 and fixed["x"]["max_abs_error"] > 0.01
 
 
 @settings(max_examples=40, deadline=None)

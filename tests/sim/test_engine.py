@@ -33,11 +33,14 @@ def run(models, hw, st_, out, accept, prompt=64.0):
     st.floats(0.0, 1.0),
     st.sampled_from(["motivation-4gpu", "dgx-a100", "attacc-pim"]),
     st.integers(0, 2**31 - 1),
+    st.booleans(),
 )
-def test_vectorized_engine_equals_scalar_reference(models, hw, batch, d, p, system, seed):
+def test_vectorized_engine_equals_scalar_reference(models, hw, batch, d, p, system, seed, flagged):
     rng = np.random.default_rng(seed)
     out = rng.integers(1, 30, batch)
     acc = rng.random((1, batch, 40)) < p
+    if flagged:  # first-token and continuation outcomes (a within-draft term)
+        acc = acc.astype(np.uint8) | (rng.random((1, batch, 40)) < p).astype(np.uint8) << 1
     sched = Schedule(micro_batches=2, overlap=system == "attacc-pim")
     for decoding in ("ad", "sd"):
         s = setup(hw, system, decoding, d, sched)

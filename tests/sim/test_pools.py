@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adsl.fitting.generator import running_product_lengths
+from adsl.fitting.generator import CONTINUED, FIRST, running_product_lengths
 from adsl.sim.engine import Setup, SimError, simulate
 from adsl.sim.pools import pool_admit, simulate_pooled
 from adsl.sim.timing import Schedule
@@ -32,10 +32,12 @@ def pooled_setup(hw, d=4, pool=512, eager=False, trigger="complete", dynamic=Fal
     )
 
 
-def streams(seed, batch, t, p=0.7):
+def streams(seed, batch, t, p=0.7, flagged=False):
     rng = np.random.default_rng(seed)
     conf = rng.beta(4, 1, (1, batch, t)).astype(np.float32)
     acc = rng.random((1, batch, t)) < p
+    if flagged:  # first-token and continuation outcomes (a within-draft term)
+        acc = acc.astype(np.uint8) | (rng.random((1, batch, t)) < 0.9).astype(np.uint8) << 1
     return conf, acc
 
 
@@ -90,11 +92,27 @@ def test_eager_tokens_discarded_on_rejection_and_kept_on_full_acceptance(models,
     assert res["pool"]["wasted"][0] == res["pool"]["drafted"][0]
 
 
-def test_tau_zero_and_ample_pool_is_fixed_length_sd(models, hw):
+def test_kept_eager_tokens_continue_their_draft(models, hw):
+    """With a within-draft term, tokens kept from the Eager Pool continue an accepted draft (CONTINUED
+    outcomes), while fixed-length SD starts every draft afresh (FIRST outcomes)."""
+    d, out = 3, 40
+    st_ = pooled_setup(hw, d, pool=1 + d, eager=True)
+    conf = np.ones((1, 1, 80), dtype=np.float32)
+    flags = np.full((1, 1, 80), CONTINUED, dtype=np.uint8)
+    flags[0, 0, 0] |= FIRST  # only the very first draft's first token passes as a first token
+    saddle = run(models, st_, [out], conf, flags, 0.0)
+    assert saddle["iterations"][0] == -(-out // (d + 1)) and saddle["pool"]["wasted"][0] == 0
+    fixed = dataclasses.replace(st_, policy="fixed", pool_tokens=0, eager=False)
+    ref = simulate(fixed, models.pair("OPT-66B"), np.full((1, 1), 64.0), np.array([[out]]), flags)
+    assert ref["iterations"][0] == 1 + (out - (d + 1))  # one full draft, then one token per pass
+
+
+@pytest.mark.parametrize("flagged", [False, True])
+def test_tau_zero_and_ample_pool_is_fixed_length_sd(models, hw, flagged):
     """SADDLE-p with tau = 0 (never stop early) and a pool that never binds = fixed-d SD with one pooled
-    verification pass per iteration."""
+    verification pass per iteration (also with a within-draft term: both start every draft afresh)."""
     d, batch = 4, 6
-    conf, acc = streams(3, batch, 60 + 4 * d + 4)
+    conf, acc = streams(3, batch, 60 + 4 * d + 4, flagged=flagged)
     out = np.full(batch, 60)
     st_ = pooled_setup(hw, d, pool=batch * (d + 1))
     pooled = run(models, st_, out, conf, acc, 0.0)

@@ -39,26 +39,34 @@ rule acceptance_summary:
         "../scripts/fitting.py"
 
 
-def reference_model(wc):
+def reference_models(wc):
     how = ACC["pairs"][wc.pair]
     if "same_as" in how:
-        return [f"results/acceptance/{how['same_as']}/{wc.category}.json"]
+        return expand(
+            "results/acceptance/{ref}/{category}.json",
+            ref=how["same_as"],
+            category=ACC["categories"],
+        )
     return []
 
 
+# One job per pair: its categories share the pair-level shape parameter of the calibration.
 rule calibrate_pair:
     input:
-        measured="results/acceptance/measured/{category}.json",
+        measured=expand(
+            "results/acceptance/measured/{category}.json", category=ACC["categories"]
+        ),
         paper=str(resolve_input(config["anchors_dir"]) / "paper_fig04a.csv"),
-        reference=reference_model,
+        reference=reference_models,
     output:
-        "results/acceptance/{pair}/{category}.json",
+        expand(
+            "results/acceptance/{{pair}}/{category}.json", category=ACC["categories"]
+        ),
     wildcard_constraints:
         pair="|".join(PAIRS),
-        category="|".join(ACC["categories"]),
     resources:
         mem_mb=4000,
-        runtime=20,
+        runtime=30,
         cpus_per_task=1,
     params:
         step="calibrate_pair",

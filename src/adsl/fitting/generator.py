@@ -2,6 +2,12 @@
 
 ``draw_streams`` returns, for N requests x T text positions, the draft's confidence and whether the
 target accepts the draft token there, in one call with a seeded ``numpy.random.Generator``.
+
+Acceptance is a bool array when acceptance depends on the text position only (as measured: greedy
+decoding, teacher-forced). With a within-draft continuation term (``calibration.draft_continuation``,
+h != 0) a token's acceptance also depends on whether it is the first of a draft, so each position
+carries two outcomes as bit flags (uint8): FIRST (accepted as a draft's first token) and CONTINUED
+(accepted when the previous token of the same draft was accepted). ``match_runs`` reads both forms.
 ``replay_fixed`` / ``replay_running_product`` walk those streams as greedy speculative decoding would.
 """
 
@@ -13,6 +19,7 @@ from scipy import special
 from adsl.fitting.distributions import confidence_ppf
 
 QUANTILE_BITS = 12  # confidence is drawn from 4096 equiprobable quantiles of the fitted distribution
+FIRST, CONTINUED = np.uint8(1), np.uint8(2)  # bit flags of two-outcome acceptance streams
 
 
 def quantile_table(confidence: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -24,13 +31,18 @@ def quantile_table(confidence: dict) -> tuple[np.ndarray, np.ndarray]:
     return q.astype(np.float32), special.logit(q).astype(np.float32)
 
 
-def draw_streams(model: dict, n: int, t: int, rng: np.random.Generator, shift: float | None = None):
-    """(confidence, accepted) arrays of shape (n, t), float32 and bool, from one seeded generator.
+def draw_streams(
+    model: dict, n: int, t: int, rng: np.random.Generator, shift: float | None = None, continuation: float | None = None
+):
+    """(confidence, accepted) arrays of shape (n, t), float32 and bool (uint8 flags when the
+    within-draft continuation term h is not 0), from one seeded generator.
 
     Confidence: inverse-CDF lookup of uniform 12-bit indices (raw generator bits, so it is cheap), in
     the distribution fitted after a match or after a miss when the model has both
     (``confidence_given_previous``), else in the overall one.
-    Accepted: Bernoulli(sigmoid(a + shift + b logit(c) + g accepted_prev + z_request)), z ~ N(0, s^2).
+    Accepted: Bernoulli(sigmoid(a + shift + b logit(c) + g accepted_prev + z_request)), z ~ N(0, s^2),
+    for a draft's first token; a later token of a draft whose previous token was accepted uses the same
+    uniform draw against sigmoid(... + h) (common random numbers, so h >= 0 only adds acceptances).
     """
     cond = model.get("confidence_given_previous")
     if cond:
@@ -43,7 +55,9 @@ def draw_streams(model: dict, n: int, t: int, rng: np.random.Generator, shift: f
     q = np.concatenate([q_m, q_x])
     j = model["joint"]
     lq = np.concatenate([lq_m, lq_x]) * np.float32(j["b"])
-    shift = model.get("calibration", {}).get("shift", 0.0) if shift is None else shift
+    cal = model.get("calibration", {})
+    shift = cal.get("shift", 0.0) if shift is None else shift
+    h = float(cal.get("draft_continuation", 0.0) if continuation is None else continuation)
     words = (t * n + 3) // 4
     idx = rng.bit_generator.random_raw(words).view(np.uint16)[: t * n].reshape(t, n)
     idx &= (1 << QUANTILE_BITS) - 1
@@ -65,12 +79,33 @@ def draw_streams(model: dict, n: int, t: int, rng: np.random.Generator, shift: f
         eta += z
         special.expit(eta, out=eta)
         np.less(u[k], eta, out=acc[k])
-    return q[idx].T, acc.T
+    if h == 0.0:
+        return q[idx].T, acc.T
+    # the first-token outcome drives the text-level dependence (g) above; the continuation outcome
+    # compares the same uniforms with the log-odds moved by h
+    eta_c = np.take(lq, idx) + np.float32(h)
+    eta_c[1:] += acc[:-1] * g
+    eta_c += z
+    cont = u < special.expit(eta_c)
+    flags = acc.astype(np.uint8) * FIRST | cont.astype(np.uint8) * CONTINUED
+    return q[idx].T, flags.T
 
 
-def match_runs(acc: np.ndarray) -> np.ndarray:
-    """runs[r, i] = consecutive accepted positions of request r starting at i: the distance from i to
-    the first rejected position at or after i (a reversed running minimum, no Python loop)."""
+def match_runs(acc: np.ndarray, continuing: bool = False) -> np.ndarray:
+    """runs[r, i] = tokens accepted from a draft of request r that starts at position i (for bool
+    streams, the distance from i to the first rejected position at or after i: a reversed running
+    minimum, no Python loop). For flagged streams the first token must pass FIRST and later ones
+    CONTINUED; ``continuing``: the draft continues an accepted one (every token uses CONTINUED)."""
+    if acc.dtype != bool:
+        cont = _runs(acc & CONTINUED != 0)
+        if continuing:
+            return cont
+        after = np.concatenate([cont[:, 1:], np.zeros((acc.shape[0], 1), dtype=np.int32)], axis=1)
+        return np.where(acc & FIRST != 0, 1 + after, 0).astype(np.int32)
+    return _runs(acc)
+
+
+def _runs(acc: np.ndarray) -> np.ndarray:
     n, t = acc.shape
     where = np.where(acc, t, np.arange(t, dtype=np.int32)[None, :]).astype(np.int32)
     first_miss = np.minimum.accumulate(where[:, ::-1], axis=1)[:, ::-1]
@@ -80,12 +115,13 @@ def match_runs(acc: np.ndarray) -> np.ndarray:
 def replay_lengths(acc: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray]:
     """Greedy speculative decoding over every stream at once. ``lengths[r, i]`` is the draft length a
     request starting a draft at position i uses. Returns per-step arrays (steps x n) of drafted and
-    accepted tokens, with steps whose draft window passes the end of the stream marked invalid."""
+    accepted tokens and the start position, with steps whose draft window passes the end of the stream
+    marked invalid."""
     n, t = acc.shape
     runs = match_runs(acc)
     pos = np.zeros(n, dtype=np.int64)
     rows = np.arange(n)
-    drafted, accepted, valid = [], [], []
+    drafted, accepted, valid, start = [], [], [], []
     while True:
         live = pos < t
         if not live.any():
@@ -97,8 +133,14 @@ def replay_lengths(acc: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray
         drafted.append(np.where(ok, d, 0))
         accepted.append(np.where(ok, a, 0))
         valid.append(ok)
+        start.append(p)
         pos = np.where(ok, pos + a + 1, t)
-    return {"drafted": np.array(drafted), "accepted": np.array(accepted), "valid": np.array(valid)}
+    return {
+        "drafted": np.array(drafted),
+        "accepted": np.array(accepted),
+        "valid": np.array(valid),
+        "start": np.array(start),
+    }
 
 
 def fixed_lengths(shape, d: int) -> np.ndarray:

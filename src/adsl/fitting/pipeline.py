@@ -111,11 +111,22 @@ def selection_rows(model: dict) -> list[dict]:
     ]
 
 
-def heldout_check(profile: Profile, category: str, pair: str, seed: int = 0, n_streams: int = 4000) -> dict:
-    """Fit on half of the requests, generate, compare with the other half."""
+def heldout_check(
+    profile: Profile, category: str, pair: str, seed: int = 0, n_streams: int = 4000, split: int = 0, sets: int = 200
+) -> dict:
+    """Fit on a random half of the requests (split ``split`` of ``seed``), generate, compare with the
+    other half.
+
+    Besides the plain Pearson chi-square (every draft window counted as independent), the accepted-
+    length histograms get a parametric-bootstrap p-value: ``sets`` held-out sets of the same number of
+    requests drawn from the fitted model give the null distribution of the same statistic, so windows
+    of one request share its request effect, as in the data. ``rate_lo``/``rate_hi`` are the 2.5/97.5 %
+    points of such a set's acceptance rate: how far a half of this many requests can lie from the
+    model by request-to-request spread alone.
+    """
     req = profile.requests
     ids = np.sort(req[(req["mode"] == "greedy") & (req["category"] == category)].request_id.to_numpy())
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng([seed, split])
     rng.shuffle(ids)
     train, test = sorted(ids[: len(ids) // 2]), sorted(ids[len(ids) // 2 :])
     conf_tr, match_tr = greedy_sequences(profile, category, train)
@@ -129,17 +140,24 @@ def heldout_check(profile: Profile, category: str, pair: str, seed: int = 0, n_s
     c_gen, m_gen = draw_streams(model, n_streams, t, rng)
     out = {
         "category": category,
+        "split": split,
         "train_requests": len(train),
         "test_requests": len(test),
         "rate_test": float(np.concatenate(match_te).mean()),
         "rate_generated": float(m_gen.mean()),
     }
+    _, m_sets = draw_streams(model, sets * len(test), t, rng)
+    set_rates = m_sets.reshape(sets, -1).mean(axis=1)
+    out["rate_lo"], out["rate_hi"] = (float(v) for v in np.quantile(set_rates, [0.025, 0.975]))
     for d in (4, 8):
         obs = np.bincount(accepted_at(match_te, d), minlength=d + 1)[: d + 1]
         r = replay_lengths(m_gen, fixed_lengths(m_gen.shape, d))
         gen = np.bincount(r["accepted"][r["valid"]], minlength=d + 1)[: d + 1]
-        stat, p, dof = dist.chi_square_gof(obs.astype(float), gen / gen.sum(), 0)
+        pmf = gen / gen.sum()
+        stat, p, dof = dist.chi_square_gof(obs.astype(float), pmf, 0)
         out[f"chi2_d{d}"], out[f"chi2_pvalue_d{d}"], out[f"dof_d{d}"] = stat, p, dof
+        null = [dist.chi_square_gof(h.astype(float), pmf, 0)[0] for h in _set_histograms(m_sets, len(test), d)]
+        out[f"chi2_bootstrap_pvalue_d{d}"] = float((1 + np.sum(np.array(null) >= stat)) / (1 + len(null)))
     cal_obs = binned_calibration(np.concatenate(conf_te), np.concatenate(match_te))
     cal_gen = binned_calibration(c_gen.ravel(), m_gen.ravel())
     grid = np.array(cal_obs["confidence"])
@@ -150,6 +168,16 @@ def heldout_check(profile: Profile, category: str, pair: str, seed: int = 0, n_s
         stats.ks_2samp(np.concatenate(conf_te), c_gen.ravel()[:200_000]).pvalue
     )
     return out
+
+
+def _set_histograms(acc: np.ndarray, per_set: int, d: int) -> np.ndarray:
+    """Accepted-length histograms at fixed d of consecutive groups of ``per_set`` streams."""
+    r = replay_lengths(acc, fixed_lengths(acc.shape, d))
+    owner = np.broadcast_to(np.arange(acc.shape[0]) // per_set, r["accepted"].shape)
+    v = r["valid"]
+    flat = owner[v] * (d + 1) + r["accepted"][v]
+    n_sets = acc.shape[0] // per_set
+    return np.bincount(flat, minlength=n_sets * (d + 1)).reshape(n_sets, d + 1)
 
 
 def selection_table(models: list[dict]) -> pd.DataFrame:

@@ -49,10 +49,27 @@ def mean_draft(conf: np.ndarray, tau: float, d_max: int) -> float:
     return float(running_product_lengths(conf, tau, d_max).mean())
 
 
-def success_at(conf, acc, tau, d_max) -> float:
-    r = replay_lengths(acc, running_product_lengths(conf, tau, d_max))
+def success_at(conf, acc, tau, d_max) -> tuple[float, float]:
+    """(success rate, acceptance) of drafting with the running-product rule at ``tau``.
+
+    Success rate: accepted / drafted over the tokens drafted with H >= tau, the region the success
+    curve and its 90 % window describe. The token whose H first falls below tau is drafted too (the
+    rule can only stop after seeing its probability) and verified, so the acceptance (accepted /
+    drafted over every drafted token) is lower; it is reported beside it."""
+    n, t = conf.shape
+    lengths = running_product_lengths(conf, tau, d_max)
+    r = replay_lengths(acc, lengths)
     v = r["valid"]
-    return float(r["accepted"][v].sum() / max(r["drafted"][v].sum(), 1))
+    logc = np.log(np.clip(conf.astype(np.float64), 1e-300, 1.0))
+    csum = np.concatenate([np.zeros((n, 1)), np.cumsum(logc, axis=1)], axis=1)
+    rows = np.arange(n)[None, :]
+    start = np.minimum(r["start"], t - 1)
+    end = np.minimum(start + r["drafted"], t)
+    crossed = (csum[rows, end] - csum[rows, start] < (np.log(tau) if tau > 0 else -np.inf)) & (r["drafted"] > 0)
+    kept = r["drafted"] - crossed
+    success = np.minimum(r["accepted"], kept)[v].sum() / max(kept[v].sum(), 1)
+    acceptance = r["accepted"][v].sum() / max(r["drafted"][v].sum(), 1)
+    return float(success), float(acceptance)
 
 
 def calibrate_tau(
@@ -73,15 +90,16 @@ def calibrate_tau(
     lo = best[0]
     cands = []
     for tau in np.linspace(lo, lo + window, grid):
-        s = success_at(conf, acc, tau, d_max)
-        cands.append((tau, s, mean_draft(conf, tau, d_max)))
+        s, a = success_at(conf, acc, tau, d_max)
+        cands.append((tau, s, mean_draft(conf, tau, d_max), a))
     feasible = [c for c in cands if c[1] >= target]
-    tau, s, avg = max(feasible, key=lambda c: c[2]) if feasible else max(cands, key=lambda c: c[1])
+    tau, s, avg, a = max(feasible, key=lambda c: c[2]) if feasible else max(cands, key=lambda c: c[1])
     return {
         "tau": float(tau),
         "window": [float(lo), float(lo + window)],
         "feasible": bool(feasible),
         "success_rate": float(s),
+        "acceptance": float(a),
         "mean_draft": float(avg),
         "curve": curve,
     }

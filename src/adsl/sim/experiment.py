@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pandas as pd
 
-from adsl.fitting.generator import draw_streams, running_product_lengths
+from adsl.fitting.generator import CONTINUED, FIRST, draw_streams, running_product_lengths
 from adsl.fitting.modelfile import read_model
 from adsl.sim.engine import check_memory, memory_need, simulate
 from adsl.sim.pools import simulate_pooled
@@ -19,10 +19,17 @@ STREAM_SLACK = 64  # stream positions beyond the output length: the largest draf
 def request_streams(models: dict[str, dict], categories: list[str], replicas: int, batch: int, t: int, seed: int):
     """(replicas, batch, t) acceptance streams; request i belongs to categories[i % len]."""
     rng = np.random.default_rng(seed)
-    acc = np.empty((replicas, batch, t), dtype=bool)
+    drawn = {
+        c: (idx, *draw_streams(models[c], replicas * idx.size, t, rng))
+        for c, idx in request_categories(categories, batch).items()
+    }
+    # bool streams, or bit flags as soon as one category's model has a within-draft term
+    flagged = any(a.dtype != bool for _, _, a in drawn.values())
+    acc = np.empty((replicas, batch, t), dtype=np.uint8 if flagged else bool)
     conf = np.empty((replicas, batch, t), dtype=np.float32)
-    for c, idx in request_categories(categories, batch).items():
-        cf, a = draw_streams(models[c], replicas * idx.size, t, rng)
+    for idx, cf, a in drawn.values():
+        if flagged and a.dtype == bool:
+            a = a * np.uint8(FIRST | CONTINUED)
         acc[:, idx, :] = a.reshape(replicas, idx.size, t)
         conf[:, idx, :] = cf.reshape(replicas, idx.size, t)
     return conf, acc

@@ -76,6 +76,9 @@ def simulate_pooled(setup: Setup, pair, prompt_len, output_len, accept, confiden
     if accept.shape[2] < out.max() + 4 * d + 4:
         raise SimError(f"acceptance streams of {accept.shape[2]} positions; need >= {out.max() + 4 * d + 4}")
     runs = match_runs(accept.reshape(x * r, -1)).reshape(x, r, -1)
+    # kept eager tokens continue an accepted draft (differs from `runs` only for flagged streams)
+    cont_runs = runs if accept.dtype == bool else match_runs(accept.reshape(x * r, -1), True).reshape(x, r, -1)
+    continuing = np.zeros((x, r), dtype=bool)
     lengths = np.minimum(np.asarray(tau_lengths), 2 * d + 1)
     xi, ri = np.arange(x)[:, None], np.arange(r)[None, :]
     win = np.arange(d)
@@ -124,13 +127,14 @@ def simulate_pooled(setup: Setup, pair, prompt_len, output_len, accept, confiden
         stats["pool_max"] = np.maximum(stats["pool_max"], ((lv + 1) * verifying).sum(axis=1))
         stats["drafted"] += pre.sum(axis=1) + sum(n.sum(axis=1) for n, _ in overlapped)
 
-        acc = np.where(verifying, np.minimum(runs[xi, ri, pos], lv), 0)
+        run = np.where(continuing, cont_runs[xi, ri, pos], runs[xi, ri, pos])
+        acc = np.where(verifying, np.minimum(run, lv), 0)
         complete = verifying & (acc == lv)
         if eager:
             # the pass also yields the target's token after the verified ones (the bonus): eager and cut
             # tokens stay in the pool only if the first of them equals it, else they are discarded
             left = offered + extra - lv
-            bonus_match = complete & (runs[xi, ri, pos] > lv) & (left > 0)
+            bonus_match = complete & (run > lv) & (left > 0)
             keep = bonus_match & (left > 1)
             advance = acc + 1
             # drafted tokens that will never be emitted (the matched one is emitted as the bonus)
@@ -149,6 +153,7 @@ def simulate_pooled(setup: Setup, pair, prompt_len, output_len, accept, confiden
         gen += emitted
         ctx += emitted
         held, ready = new_held, new_ready
+        continuing = keep if eager else continuing
         active = gen < out
         ready &= active
     return _costs(setup, pair, prompt, out, rec, stats, gen, eager)

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from adsl.fitting.generator import CONTINUED, FIRST
 from adsl.sim.engine import Setup, cost_tables, needed_qs, verify_cost, verify_tables
 
 
 def simulate_one(setup: Setup, pair, prompt: list[float], out: list[int], accept=None, lengths=None) -> dict:
     r = len(out)
+    if accept is not None:
+        flags = np.asarray(accept)
+        flags = flags * (FIRST | CONTINUED) if flags.dtype == bool else flags
     gen = [0] * r
     ctx = list(map(float, prompt))
     pos = [0] * r
@@ -33,7 +37,8 @@ def simulate_one(setup: Setup, pair, prompt: list[float], out: list[int], accept
             verifies.append((n, ctx_mean, sum(length[i] + 1 for i in act) / n))
             for i in act:
                 a = 0
-                while a < length[i] and accept[i][pos[i] + a]:
+                # a draft's first token and its later ones may have different outcomes (bit flags)
+                while a < length[i] and flags[i][pos[i] + a] & (FIRST if a == 0 else CONTINUED):
                     a += 1
                 e = min(a + 1, out[i] - gen[i])
                 pos[i] += a + 1
