@@ -17,8 +17,12 @@ from adsl.profiling.replay import replay
 
 def main() -> None:
     rng = np.random.default_rng(0)
+    conf_fit = fit_confidence(np.concatenate([rng.beta(8, 1, 3000), rng.beta(2, 2, 1000)]))
+    # every term a fitted model has: confidence after a match / a miss, a per-request confidence level
     model = {
-        "confidence": fit_confidence(np.concatenate([rng.beta(8, 1, 3000), rng.beta(2, 2, 1000)])),
+        "confidence": conf_fit,
+        "confidence_given_previous": {"after_match": conf_fit, "after_miss": fit_confidence(rng.beta(3, 2, 2000))},
+        "confidence_request_effect": {"rho": 0.1},
         "joint": {"a": -0.5, "b": 0.9, "s": 0.6, "g": 0.5},
     }
     draw_streams(model, 1000, 64, np.random.default_rng(1))  # warm-up (quantile table, imports)

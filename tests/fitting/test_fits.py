@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import stats
 
 from adsl.fitting import distributions as dist
 from adsl.fitting.calibration import fit_joint
@@ -231,3 +232,19 @@ def test_confidence_conditional_on_the_previous_match_is_fitted_and_drawn():
     assert gen_after_match.mean() == pytest.approx(0.9, abs=0.02)
     assert gen_after_miss.mean() == pytest.approx(0.5, abs=0.03)
     assert conditional_confidence(conf[:1], [np.ones(150, dtype=int)]) is None  # no misses: no split
+
+
+def test_confidence_request_effect_is_recovered_and_keeps_the_marginal(model):
+    m = {**model, "confidence_request_effect": {"rho": 0.3}}
+    conf, _ = draw_streams(m, 300, 200, np.random.default_rng(8))
+    fitted = dist.fit_confidence_request_effect(list(conf))
+    assert fitted["rho"] == pytest.approx(0.3, abs=0.06)
+    plain, _ = draw_streams(model, 300, 200, np.random.default_rng(8))
+    assert dist.fit_confidence_request_effect(list(plain))["rho"] < 0.02
+    # the pooled confidences keep the fitted distribution; requests differ far more than without it
+    one, _ = draw_streams(m, 20000, 1, np.random.default_rng(9))  # one position per request
+    one_plain, _ = draw_streams(model, 20000, 1, np.random.default_rng(10))
+    assert stats.ks_2samp(one.ravel(), one_plain.ravel()).pvalue > 0.01
+    assert conf.mean(axis=1).std() > 3 * plain.mean(axis=1).std()
+    with pytest.raises(dist.FitError, match="2"):
+        dist.fit_confidence_request_effect([np.array([0.5, 0.6])] * 2)

@@ -20,6 +20,19 @@ from adsl.fitting.distributions import confidence_ppf
 
 QUANTILE_BITS = 12  # confidence is drawn from 4096 equiprobable quantiles of the fitted distribution
 FIRST, CONTINUED = np.uint8(1), np.uint8(2)  # bit flags of two-outcome acceptance streams
+REQUEST_LEVELS = 16  # a request's confidence level: one of 16 equiprobable normal quantiles (small
+# tables stay in cache; the levels are rescaled to unit variance so the marginal stays the fitted one)
+
+
+def request_remap(rho: float) -> np.ndarray:
+    """(levels, quantiles) table: a uniform quantile index -> the index of a request at that level
+    of the Gaussian-copula random intercept (score sqrt(1 - rho) Z + sqrt(rho) W; marginal kept)."""
+    size = 1 << QUANTILE_BITS
+    z = special.ndtri((np.arange(size) + 0.5) / size)
+    w = special.ndtri((np.arange(REQUEST_LEVELS) + 0.5) / REQUEST_LEVELS)
+    w /= np.sqrt(np.mean(w**2))
+    score = np.sqrt(1.0 - rho) * z[None, :] + np.sqrt(rho) * w[:, None]
+    return np.minimum(special.ndtr(score) * size, size - 1).astype(np.uint16)
 
 
 def quantile_table(confidence: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -39,7 +52,8 @@ def draw_streams(
 
     Confidence: inverse-CDF lookup of uniform 12-bit indices (raw generator bits, so it is cheap), in
     the distribution fitted after a match or after a miss when the model has both
-    (``confidence_given_previous``), else in the overall one.
+    (``confidence_given_previous``), else in the overall one; with ``confidence_request_effect`` the
+    indices of each request are first moved to its own level (``request_remap``).
     Accepted: Bernoulli(sigmoid(a + shift + b logit(c) + g accepted_prev + z_request)), z ~ N(0, s^2),
     for a draft's first token; a later token of a draft whose previous token was accepted uses the same
     uniform draw against sigmoid(... + h) (common random numbers, so h >= 0 only adds acceptances).
@@ -51,44 +65,55 @@ def draw_streams(
     else:
         q_m, lq_m = quantile_table(model["confidence"])
         q_x, lq_x = q_m, lq_m
-    # one table: index bit 12 set = the previous position was a miss
-    q = np.concatenate([q_m, q_x])
     j = model["joint"]
-    lq = np.concatenate([lq_m, lq_x]) * np.float32(j["b"])
     cal = model.get("calibration", {})
     shift = cal.get("shift", 0.0) if shift is None else shift
     h = float(cal.get("draft_continuation", 0.0) if continuation is None else continuation)
-    words = (t * n + 3) // 4
-    idx = rng.bit_generator.random_raw(words).view(np.uint16)[: t * n].reshape(t, n)
-    idx &= (1 << QUANTILE_BITS) - 1
-    z = rng.normal(j["a"] + shift, j["s"], n).astype(np.float32)
-    u = rng.random((t, n), dtype=np.float32)
-    acc = np.empty((t, n), dtype=bool)
+    rho = float(model.get("confidence_request_effect", {}).get("rho", 0.0))
+    # one flat table per quantity: [request level][previous position missed][quantile index]
+    remap = request_remap(rho) if rho > 0 else np.arange(1 << QUANTILE_BITS, dtype=np.uint16)[None, :]
+    q = np.concatenate([q_m[remap], q_x[remap]], axis=1).ravel()
     g = np.float32(j["g"])
+    # the text-level dependence g is folded into the after-match half (the first position: removed)
+    lq = np.concatenate([lq_m[remap] * np.float32(j["b"]) + g, lq_x[remap] * np.float32(j["b"])], axis=1).ravel()
+    level = rng.integers(0, REQUEST_LEVELS, n) if rho > 0 else np.zeros(n, dtype=np.int64)
+    offset = level << (QUANTILE_BITS + 1)
+    z = rng.normal(j["a"] + shift, j["s"], n).astype(np.float32)
+    acc = np.empty((t, n), dtype=bool)
+    cont = np.empty((t, n), dtype=bool) if h != 0.0 else None
+    conf = np.empty((t, n), dtype=np.float32)
     eta = np.empty(n, dtype=np.float32)
+    eta_c = np.empty(n, dtype=np.float32)
+    at = np.empty(n, dtype=np.int64)
     miss = np.empty(n, dtype=np.uint16)
+    words = (n + 3) // 4
+    # position by position, drawing each row's random numbers as it is used: nothing (t, n) but the
+    # outputs is ever held, which keeps 1e6 x 64 streams within memory bandwidth
     for k in range(t):
+        idx = rng.bit_generator.random_raw(words).view(np.uint16)[:n]
+        idx &= (1 << QUANTILE_BITS) - 1
         if k:
             np.logical_not(acc[k - 1], out=miss, casting="unsafe")
             miss <<= QUANTILE_BITS
-            idx[k] |= miss
-            np.take(lq, idx[k], out=eta)
-            eta += acc[k - 1] * g
-        else:
-            np.take(lq, idx[k], out=eta)
+            idx |= miss
+        np.add(offset, idx, out=at)
+        np.take(lq, at, out=eta)
+        np.take(q, at, out=conf[k])
+        if not k:
+            eta -= g
         eta += z
+        u = rng.random(n, dtype=np.float32)
+        if cont is not None:
+            # a draft's later token: the same uniform against the log-odds moved by h
+            np.add(eta, np.float32(h), out=eta_c)
+            special.expit(eta_c, out=eta_c)
+            np.less(u, eta_c, out=cont[k])
         special.expit(eta, out=eta)
-        np.less(u[k], eta, out=acc[k])
-    if h == 0.0:
-        return q[idx].T, acc.T
-    # the first-token outcome drives the text-level dependence (g) above; the continuation outcome
-    # compares the same uniforms with the log-odds moved by h
-    eta_c = np.take(lq, idx) + np.float32(h)
-    eta_c[1:] += acc[:-1] * g
-    eta_c += z
-    cont = u < special.expit(eta_c)
-    flags = acc.astype(np.uint8) * FIRST | cont.astype(np.uint8) * CONTINUED
-    return q[idx].T, flags.T
+        np.less(u, eta, out=acc[k])
+    if cont is None:
+        return conf.T, acc.T
+    flags = acc.view(np.uint8) * FIRST | cont.view(np.uint8) * CONTINUED
+    return conf.T, flags.T
 
 
 def match_runs(acc: np.ndarray, continuing: bool = False) -> np.ndarray:

@@ -60,6 +60,7 @@ def fit_category(profile: Profile, category: str, pair: str, bootstrap: int = 10
         "source": "measured",
         "confidence": dist.fit_confidence(c_all, bootstrap=bootstrap, rng=rng),
         "confidence_given_previous": conditional_confidence(conf, match),
+        "confidence_request_effect": dist.fit_confidence_request_effect(conf),
         "joint": joint,
         "heterogeneity": dist.fit_request_heterogeneity(
             np.array([m.sum() for m in match]), np.array([len(m) for m in match])
@@ -134,6 +135,7 @@ def heldout_check(
     model = {
         "confidence": dist.fit_confidence(np.concatenate(conf_tr)),
         "confidence_given_previous": conditional_confidence(conf_tr, match_tr),
+        "confidence_request_effect": dist.fit_confidence_request_effect(conf_tr),
         "joint": fit_joint(conf_tr, match_tr),
     }
     t = int(np.median([len(m) for m in match_te]))
