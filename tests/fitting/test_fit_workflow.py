@@ -61,6 +61,14 @@ def test_fit_stage_end_to_end(tmp_path):
     assert (abs(held.rate_test - held.rate_generated) < 0.05).all()
     opt = json.loads((tmp_path / "results/acceptance/OPT-66B/open_qa.json").read_text())
     assert opt["calibration"]["method"] == "paper_fig04a" and "shift" in opt["calibration"]
+    # one within-draft term for the pair, shared by its categories; Fig. 4a shows the calibrated rates
+    cats = [
+        json.loads((tmp_path / f"results/acceptance/OPT-66B/{c}.json").read_text())
+        for c in ("summarization", "open_qa")
+    ]
+    assert cats[0]["calibration"]["draft_continuation"] == cats[1]["calibration"]["draft_continuation"]
+    fig4a = pd.read_csv(tmp_path / "results/figures/fig04a_acceptance_rate.csv")
+    assert fig4a.calibrated_acceptance_rate.notna().all()
     big = json.loads((tmp_path / "results/acceptance/OPT-175B/open_qa.json").read_text())
     assert big["calibration"]["shift"] == opt["calibration"]["shift"]
     tau = pd.read_csv(tmp_path / "results/acceptance/tau.csv")

@@ -32,6 +32,32 @@ rule validation_table:
         "../scripts/table.py"
 
 
+rule acceptance_vs_length:
+    input:
+        anchor_inputs(),
+        profile=PROFILE_INPUT,
+        calibrated=expand(
+            "results/acceptance/{pair}/{category}.json",
+            pair=[
+                p
+                for p, how in ACC["pairs"].items()
+                if how.get("calibrate") == "paper_fig04a"
+            ],
+            category=ACC["categories"],
+        ),
+    output:
+        csv="results/acceptance/acceptance_vs_length.csv",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+        cpus_per_task=1,
+    params:
+        name="acceptance_vs_length",
+        basedir=BASEDIR,
+    script:
+        "../scripts/table.py"
+
+
 rule acceptance_tables:
     input:
         anchor_inputs(),
@@ -39,7 +65,7 @@ rule acceptance_tables:
     output:
         csv="results/acceptance/{table}.csv",
     wildcard_constraints:
-        table="acceptance_vs_length|accepted_per_iteration",
+        table="accepted_per_iteration",
     resources:
         mem_mb=2000,
         runtime=10,

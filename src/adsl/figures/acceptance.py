@@ -22,13 +22,25 @@ def _pair_label(requests: pd.DataFrame) -> str:
     return f"{short(r.target_model)} + {short(r.draft_model)} (draft)"
 
 
-def acceptance_table(ws: Workspace, profile: str) -> pd.DataFrame:
+def acceptance_table(ws: Workspace, profile: str, calibrated: list[str] | None = None) -> pd.DataFrame:
+    """Measured accepted/drafted at d = 4, 8, 12 beside the paper's Fig. 4a and, for every model file
+    in ``calibrated`` (paper pairs calibrated to Fig. 4a), the rates its calibration achieved."""
+    from adsl.fitting.modelfile import read_model
+
     prof = read_profile(profile)
     greedy = prof.requests[prof.requests["mode"] == "greedy"]
     df = acceptance_vs_length(prof.positions[prof.positions.request_id.isin(greedy.request_id)], greedy, (4, 8, 12))
     paper = pd.read_csv(ws.path(ws.config["anchors_dir"]) / "paper_fig04a.csv")
     ref = paper.set_index(["category", "draft_length"])["acceptance_rate"].rename("paper_acceptance_rate")
     df = df.join(ref, on=["category", "draft_length"])
+    rows = [
+        (m["category"], int(d), float(v), m["pair"])
+        for m in map(read_model, calibrated or [])
+        for d, v in m["calibration"].get("achieved_rates", {}).items()
+    ]
+    if rows:
+        cal = pd.DataFrame(rows, columns=["category", "draft_length", "calibrated_acceptance_rate", "calibrated_pair"])
+        df = df.merge(cal, on=["category", "draft_length"], how="left")
     return df.assign(pair=_pair_label(greedy))
 
 
@@ -60,17 +72,29 @@ def fig04a_acceptance_rate(ws: Workspace, df: pd.DataFrame):
         palette=sns.color_palette("Blues", df.draft_length.nunique() + 2)[2:],
         ax=ax,
     )
-    ref = df.dropna(subset=["paper_acceptance_rate"])
-    if len(ref):
-        hues = sorted(df.draft_length.unique())
-        width = 0.8 / len(hues)
-        for r in ref.itertuples():
-            x = order.index(r.category) - 0.4 + width * (hues.index(r.draft_length) + 0.5)
-            ax.scatter(x, r.paper_acceptance_rate, marker="D", color="tab:red", s=30, zorder=5)
-        ax.scatter([], [], marker="D", color="tab:red", s=30, label="paper (OPT-66B + 1.3B)")
-    ax.set(ylim=(0, 1), xlabel="", ylabel="Acceptance rate (accepted / drafted)", title=df.pair.iloc[0])
+    if "calibrated_acceptance_rate" in df:
+        pair = df.calibrated_pair.dropna()
+        label = f"calibrated model ({pair.iloc[0]})" if len(pair) else ""
+        _marks(ax, df, "calibrated_acceptance_rate", order, label, marker="x", color="black", s=36, zorder=6)
+    _marks(
+        ax, df, "paper_acceptance_rate", order, "paper (OPT-66B + 1.3B)", marker="D", color="tab:red", s=30, zorder=5
+    )
+    ax.set(ylim=(0, 1), xlabel="", ylabel="Acceptance rate (accepted / drafted)", title=f"bars: {df.pair.iloc[0]}")
     ax.legend(title="draft length", fontsize=8, title_fontsize=8)
     return fig, df
+
+
+def _marks(ax, df: pd.DataFrame, column: str, order: list[str], label: str, **style) -> None:
+    """One marker per (category, draft length) at the centre of its bar, from ``column``."""
+    rows = df.dropna(subset=[column])
+    if not len(rows):
+        return
+    hues = sorted(df.draft_length.unique())
+    width = 0.8 / len(hues)
+    for r in rows.itertuples():
+        x = order.index(r.category) - 0.4 + width * (hues.index(r.draft_length) + 0.5)
+        ax.scatter(x, getattr(r, column), **style)
+    ax.scatter([], [], label=label, **{k: v for k, v in style.items() if k != "zorder"})
 
 
 def plot_accepted_per_iteration(df: pd.DataFrame, title: str):
