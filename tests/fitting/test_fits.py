@@ -248,3 +248,17 @@ def test_confidence_request_effect_is_recovered_and_keeps_the_marginal(model):
     assert conf.mean(axis=1).std() > 3 * plain.mean(axis=1).std()
     with pytest.raises(dist.FitError, match="2"):
         dist.fit_confidence_request_effect([np.array([0.5, 0.6])] * 2)
+
+
+def test_heldout_check_on_a_profile_drawn_from_the_model(model):
+    from adsl.fitting.pipeline import heldout_check
+    from adsl.fitting.synthetic import synthetic_profile
+
+    truth = {**model, "confidence_request_effect": {"rho": 0.1}}
+    prof = synthetic_profile({"open_qa": truth}, 24, 120, seed=3)
+    res = heldout_check(prof, "open_qa", "synthetic", seed=0, n_streams=2000, split=1, sets=100)
+    assert res["train_requests"] == res["test_requests"] == 12
+    assert res["rate_generated"] == pytest.approx(res["rate_train"], abs=0.02)  # reproduces what it fitted
+    assert res["diff_lo"] < 0 < res["diff_hi"] and res["rate_lo"] < res["rate_generated"] < res["rate_hi"]
+    assert res["diff_lo"] <= res["rate_test"] - res["rate_train"] <= res["diff_hi"]
+    assert 0 < res["chi2_bootstrap_pvalue_d4"] <= 1

@@ -123,7 +123,9 @@ def heldout_check(
     requests drawn from the fitted model give the null distribution of the same statistic, so windows
     of one request share its request effect, as in the data. ``rate_lo``/``rate_hi`` are the 2.5/97.5 %
     points of such a set's acceptance rate: how far a half of this many requests can lie from the
-    model by request-to-request spread alone.
+    model by request-to-request spread alone. The fit itself rests on one half, so the two-sample
+    version compares ``rate_test - rate_train`` with ``diff_lo``/``diff_hi``, the same points of the
+    difference between two halves drawn from the model.
     """
     req = profile.requests
     ids = np.sort(req[(req["mode"] == "greedy") & (req["category"] == category)].request_id.to_numpy())
@@ -151,6 +153,11 @@ def heldout_check(
     _, m_sets = draw_streams(model, sets * len(test), t, rng)
     set_rates = m_sets.reshape(sets, -1).mean(axis=1)
     out["rate_lo"], out["rate_hi"] = (float(v) for v in np.quantile(set_rates, [0.025, 0.975]))
+    # the fit carries its own half's sampling error: two halves drawn from the model differ this much
+    _, m_train = draw_streams(model, sets * len(train), t, rng)
+    diffs = set_rates - m_train.reshape(sets, -1).mean(axis=1)
+    out["rate_train"] = float(np.concatenate(match_tr).mean())
+    out["diff_lo"], out["diff_hi"] = (float(v) for v in np.quantile(diffs, [0.025, 0.975]))
     for d in (4, 8):
         obs = np.bincount(accepted_at(match_te, d), minlength=d + 1)[: d + 1]
         r = replay_lengths(m_gen, fixed_lengths(m_gen.shape, d))
