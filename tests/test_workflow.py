@@ -1,8 +1,10 @@
 """The real Snakemake DAG: dry run, bad configuration, and a tiny end-to-end run in a temp dir."""
 
 import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -47,6 +49,24 @@ def test_dry_run_of_the_real_dag(tmp_path):
         assert f"rule {rule}:" in text
     assert "figures/fig06_roofline.pdf" in text
     assert outputs(tmp_path) == {}
+
+
+def test_a_fresh_checkout_never_plans_profiling(tmp_path):
+    """Checkout order gives the committed profile and the workflow's files arbitrary times: even with
+    every workflow file newer than the profile, the default run must not plan the profiling rule
+    (hours of CPU and the profiling extra)."""
+    copy = tmp_path / "checkout"
+    copy.mkdir()
+    for part in ("Snakefile", "workflow", "config", "data", "profiles"):
+        (shutil.copytree if (ROOT / part).is_dir() else shutil.copy2)(ROOT / part, copy / part)
+    later = time.time() + 3600
+    for p in [copy / "Snakefile", *(copy / "workflow").rglob("*")]:
+        os.utime(p, (later, later))
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(copy / "Snakefile"), "--cores", "2", "-n"]
+    res = subprocess.run(cmd, cwd=copy, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-3000:]
+    planned = [line for line in (res.stdout + res.stderr).splitlines() if line.startswith("rule ")]
+    assert planned and "rule profile_acceptance:" not in planned
 
 
 @pytest.mark.parametrize(

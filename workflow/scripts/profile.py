@@ -1,3 +1,0 @@
-from adsl.workflow import profile
-
-profile(snakemake)  # noqa: F821 (injected by Snakemake)
