@@ -32,40 +32,31 @@ rule validation_table:
         "../scripts/table.py"
 
 
-rule acceptance_vs_length:
-    input:
-        anchor_inputs(),
-        profile=PROFILE_INPUT,
-        calibrated=expand(
+def acceptance_table_inputs(wc):
+    """The profile; Fig. 4a's table also draws the models calibrated to the paper's Fig. 4a."""
+    inputs = {"profile": PROFILE_INPUT}
+    if wc.table == "acceptance_vs_length":
+        calibrated = [
+            p
+            for p, how in ACC["pairs"].items()
+            if how.get("calibrate") == "paper_fig04a"
+        ]
+        inputs["calibrated"] = expand(
             "results/acceptance/{pair}/{category}.json",
-            pair=[
-                p
-                for p, how in ACC["pairs"].items()
-                if how.get("calibrate") == "paper_fig04a"
-            ],
+            pair=calibrated,
             category=ACC["categories"],
-        ),
-    output:
-        csv="results/acceptance/acceptance_vs_length.csv",
-    resources:
-        mem_mb=2000,
-        runtime=10,
-        cpus_per_task=1,
-    params:
-        name="acceptance_vs_length",
-        basedir=BASEDIR,
-    script:
-        "../scripts/table.py"
+        )
+    return inputs
 
 
 rule acceptance_tables:
     input:
         anchor_inputs(),
-        profile=PROFILE_INPUT,
+        unpack(acceptance_table_inputs),
     output:
         csv="results/acceptance/{table}.csv",
     wildcard_constraints:
-        table="accepted_per_iteration",
+        table="acceptance_vs_length|accepted_per_iteration",
     resources:
         mem_mb=2000,
         runtime=10,

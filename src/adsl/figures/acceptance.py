@@ -7,6 +7,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from adsl.fitting.modelfile import read_model
 from adsl.profiling.replay import acceptance_vs_length
 from adsl.profiling.traces import read_profile
 from adsl.workspace import Workspace
@@ -25,8 +26,6 @@ def _pair_label(requests: pd.DataFrame) -> str:
 def acceptance_table(ws: Workspace, profile: str, calibrated: list[str] | None = None) -> pd.DataFrame:
     """Measured accepted/drafted at d = 4, 8, 12 beside the paper's Fig. 4a and, for every model file
     in ``calibrated`` (paper pairs calibrated to Fig. 4a), the rates its calibration achieved."""
-    from adsl.fitting.modelfile import read_model
-
     prof = read_profile(profile)
     greedy = prof.requests[prof.requests["mode"] == "greedy"]
     df = acceptance_vs_length(prof.positions[prof.positions.request_id.isin(greedy.request_id)], greedy, (4, 8, 12))

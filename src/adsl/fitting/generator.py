@@ -83,7 +83,7 @@ def draw_streams(
     cont = np.empty((t, n), dtype=bool) if h != 0.0 else None
     conf = np.empty((t, n), dtype=np.float32)
     eta = np.empty(n, dtype=np.float32)
-    eta_c = np.empty(n, dtype=np.float32)
+    eta_c = np.empty(n, dtype=np.float32) if cont is not None else None
     at = np.empty(n, dtype=np.int64)
     miss = np.empty(n, dtype=np.uint16)
     words = (n + 3) // 4
@@ -114,6 +114,11 @@ def draw_streams(
         return conf.T, acc.T
     flags = acc.view(np.uint8) * FIRST | cont.view(np.uint8) * CONTINUED
     return conf.T, flags.T
+
+
+def as_flags(acc: np.ndarray) -> np.ndarray:
+    """Bit-flag form of any acceptance stream (a bool stream's outcome holds for both)."""
+    return acc * (FIRST | CONTINUED) if acc.dtype == bool else acc
 
 
 def match_runs(acc: np.ndarray, continuing: bool = False) -> np.ndarray:
@@ -172,11 +177,16 @@ def fixed_lengths(shape, d: int) -> np.ndarray:
     return np.full(shape, d, dtype=np.int64)
 
 
+def log_running_sums(conf: np.ndarray) -> np.ndarray:
+    """(n, t + 1) cumulative sums of log confidence: log H of positions i..j-1 is csum[j] - csum[i]."""
+    logc = np.log(np.clip(conf.astype(np.float64), 1e-300, 1.0))
+    return np.concatenate([np.zeros((conf.shape[0], 1)), np.cumsum(logc, axis=1)], axis=1)
+
+
 def running_product_lengths(conf: np.ndarray, tau: float, d_max: int) -> np.ndarray:
     """Vectorized form of adsl.profiling.replay.running_product_lengths for (n, t) streams."""
     n, t = conf.shape
-    logc = np.log(np.clip(conf.astype(np.float64), 1e-300, 1.0))
-    csum = np.concatenate([np.zeros((n, 1)), np.cumsum(logc, axis=1)], axis=1)
+    csum = log_running_sums(conf)
     log_tau = np.log(tau) if tau > 0 else -np.inf
     out = np.minimum(d_max, t - np.arange(t))[None, :].repeat(n, axis=0)
     decided = np.zeros((n, t), dtype=bool)

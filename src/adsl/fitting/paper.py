@@ -29,7 +29,11 @@ def rates_for_shift(
     return np.array([acceptance_rate(acc, d) for d in lengths])
 
 
-def _fit_shift(model, lengths, goal, n, t, seed, continuation):
+def _fit_shift(model, target, n, t, seed, continuation) -> tuple[float, float]:
+    """(shift, squared-error loss) at a given h."""
+    lengths = sorted(target)
+    goal = np.array([target[d] for d in lengths])
+
     def loss(shift):
         return float(((rates_for_shift(model, shift, lengths, n, t, seed, continuation) - goal) ** 2).sum())
 
@@ -57,9 +61,7 @@ def calibrate_shift(
     model: dict, target: dict[int, float], n: int = 2000, t: int = 256, seed: int = 0, continuation: float = 0.0
 ) -> dict:
     """The shift (at a given h) that brings accepted/drafted at the target's draft lengths closest."""
-    lengths = sorted(target)
-    goal = np.array([target[d] for d in lengths])
-    shift, _ = _fit_shift(model, lengths, goal, n, t, seed, continuation)
+    shift, _ = _fit_shift(model, target, n, t, seed, continuation)
     return _summary(model, target, shift, n, t, seed, continuation)
 
 
@@ -77,12 +79,7 @@ def calibrate_pair(
     cats = sorted(targets)
 
     def shifts(h):
-        out = {}
-        for c in cats:
-            lengths = sorted(targets[c])
-            goal = np.array([targets[c][d] for d in lengths])
-            out[c] = _fit_shift(models[c], lengths, goal, n, t, seed, h)
-        return out
+        return {c: _fit_shift(models[c], targets[c], n, t, seed, h) for c in cats}
 
     if continuation == "fit":
         res = optimize.minimize_scalar(

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from adsl.fitting.generator import fixed_lengths, replay_lengths, running_product_lengths
+from adsl.fitting.generator import fixed_lengths, log_running_sums, replay_lengths, running_product_lengths
 
 
 def running_products(conf: np.ndarray, acc: np.ndarray, d_max: int):
     """H_j and pass/fail for every drafted position of fixed-d_max speculative decoding."""
     n, t = conf.shape
     r = replay_lengths(acc, fixed_lengths(acc.shape, d_max))
-    logc = np.log(np.clip(conf.astype(np.float64), 1e-300, 1))
-    csum = np.concatenate([np.zeros((n, 1)), np.cumsum(logc, axis=1)], axis=1)
+    csum = log_running_sums(conf)
     h, passed = [], []
     pos = np.zeros(n, dtype=np.int64)
     rows = np.arange(n)
@@ -60,8 +59,7 @@ def success_at(conf, acc, tau, d_max) -> tuple[float, float]:
     lengths = running_product_lengths(conf, tau, d_max)
     r = replay_lengths(acc, lengths)
     v = r["valid"]
-    logc = np.log(np.clip(conf.astype(np.float64), 1e-300, 1.0))
-    csum = np.concatenate([np.zeros((n, 1)), np.cumsum(logc, axis=1)], axis=1)
+    csum = log_running_sums(conf)
     rows = np.arange(n)[None, :]
     start = np.minimum(r["start"], t - 1)
     end = np.minimum(start + r["drafted"], t)

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pandas as pd
 
-from adsl.fitting.generator import CONTINUED, FIRST, draw_streams, running_product_lengths
+from adsl.fitting.generator import as_flags, draw_streams, running_product_lengths
 from adsl.fitting.modelfile import read_model
 from adsl.sim.engine import check_memory, memory_need, simulate
 from adsl.sim.pools import simulate_pooled
@@ -28,9 +28,7 @@ def request_streams(models: dict[str, dict], categories: list[str], replicas: in
     acc = np.empty((replicas, batch, t), dtype=np.uint8 if flagged else bool)
     conf = np.empty((replicas, batch, t), dtype=np.float32)
     for idx, cf, a in drawn.values():
-        if flagged and a.dtype == bool:
-            a = a * np.uint8(FIRST | CONTINUED)
-        acc[:, idx, :] = a.reshape(replicas, idx.size, t)
+        acc[:, idx, :] = (as_flags(a) if flagged else a).reshape(replicas, idx.size, t)
         conf[:, idx, :] = cf.reshape(replicas, idx.size, t)
     return conf, acc
 

@@ -141,6 +141,7 @@ def simulate_pooled(setup: Setup, pair, prompt_len, output_len, accept, confiden
             lost = offered + extra - acc - bonus_match
             stats["wasted"] += np.where(verifying & ~keep, lost, 0).sum(axis=1)
             new_held, new_ready = np.where(keep, left - 1, 0), keep
+            continuing = keep
             if setup.pool_trigger == "idle":  # drafted from a correction during the pass: next pass
                 drafted_now = active & ~ready & (fresh > 0)
                 new_held = np.where(drafted_now, fresh, new_held)
@@ -153,7 +154,6 @@ def simulate_pooled(setup: Setup, pair, prompt_len, output_len, accept, confiden
         gen += emitted
         ctx += emitted
         held, ready = new_held, new_ready
-        continuing = keep if eager else continuing
         active = gen < out
         ready &= active
     return _costs(setup, pair, prompt, out, rec, stats, gen, eager)

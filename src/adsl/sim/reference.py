@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from adsl.fitting.generator import CONTINUED, FIRST
+from adsl.fitting.generator import CONTINUED, FIRST, as_flags
 from adsl.sim.engine import Setup, cost_tables, needed_qs, verify_cost, verify_tables
 
 
 def simulate_one(setup: Setup, pair, prompt: list[float], out: list[int], accept=None, lengths=None) -> dict:
     r = len(out)
-    if accept is not None:
-        flags = np.asarray(accept)
-        flags = flags * (FIRST | CONTINUED) if flags.dtype == bool else flags
+    flags = as_flags(np.asarray(accept)) if accept is not None else None
     gen = [0] * r
     ctx = list(map(float, prompt))
     pos = [0] * r
