@@ -72,3 +72,16 @@ def test_pair_with_different_tokenizers_is_refused():
     check_same_tokenizer(Tok({"a": 0}), Tok({"a": 0}), "d", "t")
     with pytest.raises(PairError, match="different tokenizers"):
         check_same_tokenizer(Tok({"a": 0}), Tok({"b": 0}), "opt-1.3b", "llama")
+
+
+def test_skip_passes_over_the_first_prompts_of_a_category():
+    import pandas as pd
+
+    prompts = pd.DataFrame(dict(category=["qa"] * 4 + ["writing"], question_id=list("abcde"), turns=[["x"]] * 5))
+    sel = datasets.select(prompts, {"qa": 2, "writing": 1}, skip={"qa": 1})
+    assert sel.question_id.tolist() == ["b", "c", "e"]
+    assert datasets.select(prompts, {"qa": -1}, skip={"qa": 3}).question_id.tolist() == ["d"]
+    with pytest.raises(datasets.DatasetError, match="'qa' has 4 prompts; skip 3 \\+ 2 asks for 5"):
+        datasets.select(prompts, {"qa": 2}, skip={"qa": 3})
+    with pytest.raises(datasets.DatasetError, match="skip names category 'math'"):
+        datasets.select(prompts, {"qa": 2}, skip={"math": 1})

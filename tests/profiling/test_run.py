@@ -28,8 +28,8 @@ def tiny_pair():
     return CausalLM(perturbed(target, 0.3, 1)), CausalLM(target), CharTokenizer()
 
 
-def plan():
-    prompts = pd.DataFrame(
+def prompts():
+    return pd.DataFrame(
         dict(
             dataset="spec_bench",
             category=["summarization", "summarization", "qa", "writing"],
@@ -38,11 +38,14 @@ def plan():
             paper_category=["summarization", "summarization", "open_qa", "creative_writing"],
         )
     )
+
+
+def plan():
     runs = [
         RunSpec("greedy", 4, 24, 24, 1.0, True, {"summarization": 2, "qa": 1, "writing": 1}),
         RunSpec("sample", 4, 16, 16, 1.0, False, {"qa": 1}),
     ]
-    return build_plan(prompts, runs)
+    return build_plan(prompts(), runs)
 
 
 def test_resume_gives_the_same_tables(tiny_pair, tmp_path):
@@ -90,3 +93,27 @@ def test_resume_from_a_committed_partial_profile(tiny_pair, tmp_path):
         if name == "requests":
             a, b = a.drop(columns="wall_time_s"), b.drop(columns="wall_time_s")
         pd.testing.assert_frame_equal(a.reset_index(drop=True), b.reset_index(drop=True), check_dtype=False)
+
+
+def test_a_checkpoint_of_another_prompt_is_refused(tiny_pair, tmp_path):
+    from adsl.profiling.traces import TraceError
+
+    p = plan()
+    run_profile(p, "d", "t", tmp_path / "a", tmp_path / "ck", models=tiny_pair, progress=False)
+    # the first run edited to one summarization prompt: request 1 is now the qa prompt
+    moved = p.drop(index=1).assign(request_id=range(len(p) - 1))
+    with pytest.raises(TraceError, match=r"1\.pkl: checkpoint of request 1 has question_id"):
+        run_profile(moved, "d", "t", tmp_path / "b", tmp_path / "ck", models=tiny_pair, progress=False)
+    assert not (tmp_path / "b").exists()
+
+
+def test_a_later_run_extends_a_category_without_renumbering(tiny_pair, tmp_path):
+    base = RunSpec("greedy", 4, 24, 24, 1.0, True, {"summarization": 1})
+    more = RunSpec("greedy", 4, 24, 24, 1.0, True, {"summarization": 1}, skip={"summarization": 1})
+    first = build_plan(prompts(), [base])
+    extended = build_plan(prompts(), [base, more])
+    assert extended.iloc[: len(first)].question_id.tolist() == first.question_id.tolist()
+    assert extended.question_id.iloc[-1] not in set(first.question_id)
+    run_profile(first, "d", "t", tmp_path / "a", tmp_path / "ck", models=tiny_pair, progress=False)
+    tables = run_profile(extended, "d", "t", tmp_path / "b", tmp_path / "ck", models=tiny_pair, progress=False)
+    assert tables["requests"].question_id.tolist() == extended.question_id.astype(str).tolist()

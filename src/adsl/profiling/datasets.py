@@ -106,13 +106,20 @@ def human_eval() -> pd.DataFrame:
     )
 
 
-def select(df: pd.DataFrame, per_category: dict[str, int]) -> pd.DataFrame:
-    """The first n prompts of each source category (file order, deterministic); n = 0 or absent: none,
-    n < 0: all."""
+def select(df: pd.DataFrame, per_category: dict[str, int], skip: dict[str, int] | None = None) -> pd.DataFrame:
+    """The first n prompts of each source category (file order, deterministic) after passing over
+    ``skip[category]`` of them; n = 0 or absent: none, n < 0: all the rest."""
     parts = []
+    skip = skip or {}
+    for cat in skip.keys() - per_category.keys():
+        raise DatasetError(f"skip names category {cat!r}, which the run's prompts do not list")
     for cat, n in per_category.items():
         rows = df[df["category"] == cat]
         if rows.empty:
             raise DatasetError(f"no prompts of category {cat!r}; present: {sorted(df['category'].unique())}")
+        k = int(skip.get(cat, 0))
+        if n > 0 and k + n > len(rows):
+            raise DatasetError(f"category {cat!r} has {len(rows)} prompts; skip {k} + {n} asks for {k + n}")
+        rows = rows.iloc[k:]
         parts.append(rows if n < 0 else rows.head(n))
     return pd.concat(parts, ignore_index=True)

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import pickle
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from adsl.io import atomic_path
 from adsl.profiling import datasets
-from adsl.profiling.traces import TABLES, empty_tables, versions_json, write_profile
+from adsl.profiling.traces import TABLES, TraceError, empty_tables, versions_json, write_profile
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,9 @@ class RunSpec:
     temperature: float
     teacher_forced: bool
     prompts: dict  # source category -> count (-1: all)
+    # source category -> prompts passed over first: a later run extends a category without renumbering
+    # the requests (and checkpoints) of the runs before it
+    skip: dict = field(default_factory=dict)
 
 
 def default_checkpoints(name: str) -> Path:
@@ -41,8 +44,8 @@ def default_checkpoints(name: str) -> Path:
 def build_plan(prompts: pd.DataFrame, runs: list[RunSpec]) -> pd.DataFrame:
     parts = []
     for i, run in enumerate(runs):
-        sel = datasets.select(prompts, run.prompts).assign(
-            run=i, **{k: v for k, v in asdict(run).items() if k != "prompts"}
+        sel = datasets.select(prompts, run.prompts, run.skip).assign(
+            run=i, **{k: v for k, v in asdict(run).items() if k not in ("prompts", "skip")}
         )
         parts.append(sel)
     plan = pd.concat(parts, ignore_index=True)
@@ -173,10 +176,30 @@ def run_profile(
                 tmp.write_bytes(pickle.dumps(part))
             bar.update(1)
         bar.close()
-    parts = [pickle.loads((ckpt / f"{r.request_id}.pkl").read_bytes()) for r in plan.itertuples()]
+    parts = [load_checkpoint(ckpt, r) for r in plan.itertuples()]
     tables = combine(parts)
     write_profile(tables, out_dir)
     return tables
+
+
+# what a checkpoint must agree on with its plan row; a plan edited so that ids now name other prompts
+# would otherwise assemble a profile from the wrong requests
+_CHECKED = ("question_id", "mode", "d_max", "temperature")
+
+
+def load_checkpoint(ckpt: Path, row) -> dict[str, pd.DataFrame]:
+    path = ckpt / f"{row.request_id}.pkl"
+    part = pickle.loads(path.read_bytes())
+    got = part["requests"].iloc[0]
+    for name in _CHECKED:
+        want, have = getattr(row, name), got[name]
+        if str(want) != str(have) and not (name == "temperature" and float(want) == float(have)):
+            raise TraceError(
+                f"{path}: checkpoint of request {row.request_id} has {name} = {have!r}, the plan has {want!r} "
+                f"(the profiling runs were edited so that request ids changed; add prompts with a new run and "
+                f"`skip`, or delete {ckpt} to profile the new plan from scratch)"
+            )
+    return part
 
 
 def _progress(total: int, done: int, enabled: bool):
