@@ -262,3 +262,16 @@ def test_heldout_check_on_a_profile_drawn_from_the_model(model):
     assert res["diff_lo"] < 0 < res["diff_hi"] and res["rate_lo"] < res["rate_generated"] < res["rate_hi"]
     assert res["diff_lo"] <= res["rate_test"] - res["rate_train"] <= res["diff_hi"]
     assert 0 < res["chi2_bootstrap_pvalue_d4"] <= 1
+    assert res["chi2_refit_pvalue_d4"] >= res["chi2_bootstrap_pvalue_d4"] - 0.05  # a wider null
+
+
+def test_level_curve_moves_rate_and_lengths_with_the_shift(model):
+    from adsl.fitting.pipeline import LEVEL_SHIFTS, _level_curve, _pmf_at
+
+    rates, pmfs = _level_curve(model, 400, 64, np.random.default_rng(0))
+    assert rates.shape == LEVEL_SHIFTS.shape and np.all(np.diff(rates) > 0)
+    mean_len = pmfs[8] @ np.arange(9)
+    assert np.all(np.diff(mean_len) > 0)  # a higher level accepts longer prefixes
+    mid = len(rates) // 2
+    assert _pmf_at(rates, pmfs[4], rates[mid]) == pytest.approx(pmfs[4][mid])
+    assert _pmf_at(rates, pmfs[4], 2.0).sum() == pytest.approx(1.0)  # clamped beyond the grid

@@ -125,7 +125,9 @@ def heldout_check(
     points of such a set's acceptance rate: how far a half of this many requests can lie from the
     model by request-to-request spread alone. The fit itself rests on one half, so the two-sample
     version compares ``rate_test - rate_train`` with ``diff_lo``/``diff_hi``, the same points of the
-    difference between two halves drawn from the model.
+    difference between two halves drawn from the model. For the same reason ``chi2_refit_pvalue``
+    redoes the fit per bootstrap replicate in its dominant part: each replicate's statistic is taken
+    against the pmf of the model moved to the rate of a training half drawn with it (``_level_curve``).
     """
     req = profile.requests
     ids = np.sort(req[(req["mode"] == "greedy") & (req["category"] == category)].request_id.to_numpy())
@@ -158,15 +160,22 @@ def heldout_check(
     diffs = set_rates - m_train.reshape(sets, -1).mean(axis=1)
     out["rate_train"] = float(np.concatenate(match_tr).mean())
     out["diff_lo"], out["diff_hi"] = (float(v) for v in np.quantile(diffs, [0.025, 0.975]))
+    level_rates, level_pmfs = _level_curve(model, n_streams // 2, t, rng)
+    train_rates = m_train.reshape(sets, -1).mean(axis=1)
     for d in (4, 8):
         obs = np.bincount(accepted_at(match_te, d), minlength=d + 1)[: d + 1]
-        r = replay_lengths(m_gen, fixed_lengths(m_gen.shape, d))
-        gen = np.bincount(r["accepted"][r["valid"]], minlength=d + 1)[: d + 1]
-        pmf = gen / gen.sum()
+        pmf = _length_pmf(m_gen, d)
         stat, p, dof = dist.chi_square_gof(obs.astype(float), pmf, 0)
         out[f"chi2_d{d}"], out[f"chi2_pvalue_d{d}"], out[f"dof_d{d}"] = stat, p, dof
-        null = [dist.chi_square_gof(h.astype(float), pmf, 0)[0] for h in _set_histograms(m_sets, len(test), d)]
-        out[f"chi2_bootstrap_pvalue_d{d}"] = float((1 + np.sum(np.array(null) >= stat)) / (1 + len(null)))
+        sets_d = _set_histograms(m_sets, len(test), d)
+        null = np.array([dist.chi_square_gof(h.astype(float), pmf, 0)[0] for h in sets_d])
+        out[f"chi2_bootstrap_pvalue_d{d}"] = _pvalue(null, stat)
+        # the same with the fit redone on each replicate's own training half, at its level
+        refit = [
+            dist.chi_square_gof(h.astype(float), _pmf_at(level_rates, level_pmfs[d], r), 0)[0]
+            for h, r in zip(sets_d, train_rates, strict=True)
+        ]
+        out[f"chi2_refit_pvalue_d{d}"] = _pvalue(np.array(refit), stat)
     cal_obs = binned_calibration(np.concatenate(conf_te), np.concatenate(match_te))
     cal_gen = binned_calibration(c_gen.ravel(), m_gen.ravel())
     grid = np.array(cal_obs["confidence"])
@@ -177,6 +186,40 @@ def heldout_check(
         stats.ks_2samp(np.concatenate(conf_te), c_gen.ravel()[:200_000]).pvalue
     )
     return out
+
+
+# intercept shifts (log-odds) around the fit that span the levels a refit on another half can reach
+LEVEL_SHIFTS = np.linspace(-1.0, 1.0, 17)
+
+
+def _length_pmf(acc: np.ndarray, d: int) -> np.ndarray:
+    r = replay_lengths(acc, fixed_lengths(acc.shape, d))
+    h = np.bincount(r["accepted"][r["valid"]], minlength=d + 1)[: d + 1]
+    return h / h.sum()
+
+
+def _level_curve(model: dict, n: int, t: int, rng: np.random.Generator) -> tuple[np.ndarray, dict]:
+    """Generated acceptance rate and accepted-length pmfs (d = 4, 8) of the model with its intercept
+    shifted by each of LEVEL_SHIFTS: what the model refitted to a half of another rate generates. The
+    fit's dominant sampling error is the level (the request effect's mean); its shape parameters are
+    kept. Common random numbers make the rate increase with the shift."""
+    seed = int(rng.integers(2**63))
+    rates, pmfs = [], {4: [], 8: []}
+    for shift in LEVEL_SHIFTS:
+        _, acc = draw_streams(model, n, t, np.random.default_rng(seed), shift=float(shift))
+        rates.append(acc.mean())
+        for d in pmfs:
+            pmfs[d].append(_length_pmf(acc, d))
+    return np.maximum.accumulate(np.array(rates)), {d: np.array(v) for d, v in pmfs.items()}
+
+
+def _pmf_at(rates: np.ndarray, pmfs: np.ndarray, rate: float) -> np.ndarray:
+    pmf = np.array([np.interp(rate, rates, pmfs[:, k]) for k in range(pmfs.shape[1])])
+    return pmf / pmf.sum()
+
+
+def _pvalue(null: np.ndarray, stat: float) -> float:
+    return float((1 + np.sum(null >= stat)) / (1 + len(null)))
 
 
 def _set_histograms(acc: np.ndarray, per_set: int, d: int) -> np.ndarray:
