@@ -20,6 +20,7 @@ from adsl.fitting.distributions import confidence_ppf
 
 QUANTILE_BITS = 12  # confidence is drawn from 4096 equiprobable quantiles of the fitted distribution
 FIRST, CONTINUED = np.uint8(1), np.uint8(2)  # bit flags of two-outcome acceptance streams
+LOGISTIC_BITS = 16  # acceptance compares log-odds with logistic noise from 65536 equiprobable quantiles
 REQUEST_LEVELS = 16  # a request's confidence level: one of 16 equiprobable normal quantiles (small
 # tables stay in cache; the levels are rescaled to unit variance so the marginal stays the fitted one)
 
@@ -33,6 +34,13 @@ def request_remap(rho: float) -> np.ndarray:
     w /= np.sqrt(np.mean(w**2))
     score = np.sqrt(1.0 - rho) * z[None, :] + np.sqrt(rho) * w[:, None]
     return np.minimum(special.ndtr(score) * size, size - 1).astype(np.uint16)
+
+
+def logistic_table() -> np.ndarray:
+    """Mid-point quantiles of the standard logistic: u < sigmoid(eta) is logit(u) < eta, so a table
+    lookup replaces a uniform draw and a sigmoid per token (acceptance probability within 2^-16)."""
+    size = 1 << LOGISTIC_BITS
+    return special.logit((np.arange(size) + 0.5) / size).astype(np.float32)
 
 
 def quantile_table(confidence: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -55,8 +63,9 @@ def draw_streams(
     (``confidence_given_previous``), else in the overall one; with ``confidence_request_effect`` the
     indices of each request are first moved to its own level (``request_remap``).
     Accepted: Bernoulli(sigmoid(a + shift + b logit(c) + g accepted_prev + z_request)), z ~ N(0, s^2),
-    for a draft's first token; a later token of a draft whose previous token was accepted uses the same
-    uniform draw against sigmoid(... + h) (common random numbers, so h >= 0 only adds acceptances).
+    for a draft's first token, drawn as logistic noise < log-odds (``logistic_table``); a later token of
+    a draft whose previous token was accepted compares the same noise with the log-odds + h (common
+    random numbers, so h >= 0 only adds acceptances).
     """
     cond = model.get("confidence_given_previous")
     if cond:
@@ -82,34 +91,34 @@ def draw_streams(
     acc = np.empty((t, n), dtype=bool)
     cont = np.empty((t, n), dtype=bool) if h != 0.0 else None
     conf = np.empty((t, n), dtype=np.float32)
-    eta = np.empty(n, dtype=np.float32)
     eta_c = np.empty(n, dtype=np.float32) if cont is not None else None
+    logistic = logistic_table()
     at = np.empty(n, dtype=np.int64)
     miss = np.empty(n, dtype=np.uint16)
-    words = (n + 3) // 4
+    words = (n + 1) // 2
     # position by position, drawing each row's random numbers as it is used: nothing (t, n) but the
-    # outputs is ever held, which keeps 1e6 x 64 streams within memory bandwidth
+    # outputs is ever held, which keeps 1e6 x 64 streams within memory bandwidth. One raw draw per row
+    # gives 16 bits for the confidence quantile and 16 for the logistic noise.
     for k in range(t):
-        idx = rng.bit_generator.random_raw(words).view(np.uint16)[:n]
+        bits = rng.bit_generator.random_raw(words).view(np.uint16)
+        idx = bits[:n]
+        noise = logistic[bits[n : 2 * n]]
         idx &= (1 << QUANTILE_BITS) - 1
         if k:
             np.logical_not(acc[k - 1], out=miss, casting="unsafe")
             miss <<= QUANTILE_BITS
             idx |= miss
         np.add(offset, idx, out=at)
-        np.take(lq, at, out=eta)
-        np.take(q, at, out=conf[k])
+        eta = lq[at]  # fancy indexing: faster here than np.take(out=)
+        conf[k] = q[at]
         if not k:
             eta -= g
         eta += z
-        u = rng.random(n, dtype=np.float32)
         if cont is not None:
-            # a draft's later token: the same uniform against the log-odds moved by h
+            # a draft's later token: the same noise against the log-odds moved by h
             np.add(eta, np.float32(h), out=eta_c)
-            special.expit(eta_c, out=eta_c)
-            np.less(u, eta_c, out=cont[k])
-        special.expit(eta, out=eta)
-        np.less(u, eta, out=acc[k])
+            np.less(noise, eta_c, out=cont[k])
+        np.less(noise, eta, out=acc[k])
     if cont is None:
         return conf.T, acc.T
     flags = acc.view(np.uint8) * FIRST | cont.view(np.uint8) * CONTINUED
