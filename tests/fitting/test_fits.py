@@ -263,6 +263,7 @@ def test_heldout_check_on_a_profile_drawn_from_the_model(model):
     assert res["diff_lo"] <= res["rate_test"] - res["rate_train"] <= res["diff_hi"]
     assert 0 < res["chi2_bootstrap_pvalue_d4"] <= 1
     assert res["chi2_refit_pvalue_d4"] >= res["chi2_bootstrap_pvalue_d4"] - 0.05  # a wider null
+    assert 0 < res["calibration_max_abs_diff"] <= res["calibration_max_abs_diff_hi"] < 0.3
 
 
 def test_level_curve_moves_rate_and_lengths_with_the_shift(model):
