@@ -157,11 +157,11 @@ def heldout_check(
     out["rate_lo"], out["rate_hi"] = (float(v) for v in np.quantile(set_rates, [0.025, 0.975]))
     # the fit carries its own half's sampling error: two halves drawn from the model differ this much
     _, m_train = draw_streams(model, sets * len(train), t, rng)
-    diffs = set_rates - m_train.reshape(sets, -1).mean(axis=1)
+    train_rates = m_train.reshape(sets, -1).mean(axis=1)
+    diffs = set_rates - train_rates
     out["rate_train"] = float(np.concatenate(match_tr).mean())
     out["diff_lo"], out["diff_hi"] = (float(v) for v in np.quantile(diffs, [0.025, 0.975]))
     level_rates, level_pmfs = _level_curve(model, n_streams // 2, t, rng)
-    train_rates = m_train.reshape(sets, -1).mean(axis=1)
     for d in (4, 8):
         obs = np.bincount(accepted_at(match_te, d), minlength=d + 1)[: d + 1]
         pmf = _length_pmf(m_gen, d)
