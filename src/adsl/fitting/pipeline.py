@@ -112,6 +112,9 @@ def selection_rows(model: dict) -> list[dict]:
     ]
 
 
+HELDOUT_LENGTHS = (4, 8)  # fixed draft lengths whose accepted-length histograms the held-out check compares
+
+
 def heldout_check(
     profile: Profile, category: str, pair: str, seed: int = 0, n_streams: int = 4000, split: int = 0, sets: int = 200
 ) -> dict:
@@ -162,7 +165,7 @@ def heldout_check(
     out["rate_train"] = float(np.concatenate(match_tr).mean())
     out["diff_lo"], out["diff_hi"] = (float(v) for v in np.quantile(diffs, [0.025, 0.975]))
     level_rates, level_pmfs = _level_curve(model, n_streams // 2, t, rng)
-    for d in (4, 8):
+    for d in HELDOUT_LENGTHS:
         obs = np.bincount(accepted_at(match_te, d), minlength=d + 1)[: d + 1]
         pmf = _length_pmf(m_gen, d)
         stat, p, dof = dist.chi_square_gof(obs.astype(float), pmf, 0)
@@ -204,18 +207,17 @@ LEVEL_SHIFTS = np.linspace(-1.0, 1.0, 17)
 
 
 def _length_pmf(acc: np.ndarray, d: int) -> np.ndarray:
-    r = replay_lengths(acc, fixed_lengths(acc.shape, d))
-    h = np.bincount(r["accepted"][r["valid"]], minlength=d + 1)[: d + 1]
+    h = _set_histograms(acc, acc.shape[0], d)[0]
     return h / h.sum()
 
 
 def _level_curve(model: dict, n: int, t: int, rng: np.random.Generator) -> tuple[np.ndarray, dict]:
-    """Generated acceptance rate and accepted-length pmfs (d = 4, 8) of the model with its intercept
+    """Generated acceptance rate and accepted-length pmfs (d in HELDOUT_LENGTHS) of the model with its intercept
     shifted by each of LEVEL_SHIFTS: what the model refitted to a half of another rate generates. The
     fit's dominant sampling error is the level (the request effect's mean); its shape parameters are
     kept. Common random numbers make the rate increase with the shift."""
     seed = int(rng.integers(2**63))
-    rates, pmfs = [], {4: [], 8: []}
+    rates, pmfs = [], {d: [] for d in HELDOUT_LENGTHS}
     for shift in LEVEL_SHIFTS:
         _, acc = draw_streams(model, n, t, np.random.default_rng(seed), shift=float(shift))
         rates.append(acc.mean())

@@ -111,8 +111,9 @@ def select(df: pd.DataFrame, per_category: dict[str, int], skip: dict[str, int] 
     ``skip[category]`` of them; n = 0 or absent: none, n < 0: all the rest."""
     parts = []
     skip = skip or {}
-    for cat in skip.keys() - per_category.keys():
-        raise DatasetError(f"skip names category {cat!r}, which the run's prompts do not list")
+    extra = sorted(skip.keys() - per_category.keys())
+    if extra:
+        raise DatasetError(f"skip names category {extra[0]!r}, which the run's prompts do not list")
     for cat, n in per_category.items():
         rows = df[df["category"] == cat]
         if rows.empty:

@@ -187,18 +187,26 @@ def run_profile(
 _CHECKED = ("question_id", "mode", "d_max", "temperature")
 
 
+def _mismatch(got, row) -> str | None:
+    """The first of _CHECKED on which a profiled request record and a plan row differ, else None."""
+    for name in _CHECKED:
+        want, have = getattr(row, name), got[name]
+        if str(want) != str(have) and not (name == "temperature" and float(want) == float(have)):
+            return name
+    return None
+
+
 def load_checkpoint(ckpt: Path, row) -> dict[str, pd.DataFrame]:
     path = ckpt / f"{row.request_id}.pkl"
     part = pickle.loads(path.read_bytes())
     got = part["requests"].iloc[0]
-    for name in _CHECKED:
-        want, have = getattr(row, name), got[name]
-        if str(want) != str(have) and not (name == "temperature" and float(want) == float(have)):
-            raise TraceError(
-                f"{path}: checkpoint of request {row.request_id} has {name} = {have!r}, the plan has {want!r} "
-                f"(the profiling runs were edited so that request ids changed; add prompts with a new run and "
-                f"`skip`, or delete {ckpt} to profile the new plan from scratch)"
-            )
+    name = _mismatch(got, row)
+    if name is not None:
+        raise TraceError(
+            f"{path}: checkpoint of request {row.request_id} has {name} = {got[name]!r}, the plan has "
+            f"{getattr(row, name)!r} (the profiling runs were edited so that request ids changed; add prompts "
+            f"with a new run and `skip`, or delete {ckpt} to profile the new plan from scratch)"
+        )
     return part
 
 
@@ -229,8 +237,8 @@ def snapshot(checkpoints: str | Path, out_dir: str | Path) -> int:
 
 
 def seed_checkpoints(plan: pd.DataFrame, partial: str | Path, ckpt: Path) -> int:
-    """Turn the requests of a partial profile that match the plan (same id, question and mode) into
-    checkpoints; returns how many were added."""
+    """Turn the requests of a partial profile that match the plan (same id, and the fields a checkpoint
+    is checked on) into checkpoints; returns how many were added."""
     from adsl.profiling.traces import read_profile
 
     prof = read_profile(partial)
@@ -241,8 +249,7 @@ def seed_checkpoints(plan: pd.DataFrame, partial: str | Path, ckpt: Path) -> int
         target = ckpt / f"{rid}.pkl"
         if target.is_file() or rid not in req.index:
             continue
-        r = req.loc[rid]
-        if str(r.question_id) != str(row.question_id) or r["mode"] != row.mode or int(r.d_max) != int(row.d_max):
+        if _mismatch(req.loc[rid], row) is not None:
             continue
         part = {name: prof.table(name)[prof.table(name).request_id == rid].reset_index(drop=True) for name in TABLES}
         with atomic_path(target) as tmp:
