@@ -24,6 +24,7 @@ class GPUSpec:
     hbm_read_pj_per_byte: float
     pj_per_flop: float
     link_pj_per_byte: float
+    static_power_w: float | None  # board power whatever the work (None: unknown)
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class PIMSpec:
     bank_read_pj_per_byte: float
     buffer_read_pj_per_byte: float
     pj_per_flop: float
+    static_power_w: float  # background (standby + refresh) power of one stack
 
     @property
     def kappa(self) -> float:
@@ -92,6 +94,13 @@ class SystemSpec:
         own = 0.0 if self.weights_in == "pim" else self.gpu.mem_capacity_bytes * self.gpus
         stacks = self.stacks * self.pim.capacity_bytes if self.pim else 0.0
         return own + stacks
+
+    @property
+    def static_power_w(self) -> float:
+        """Power the system draws over wall time whatever it computes: every GPU board and PIM stack."""
+        if self.gpu.static_power_w is None:
+            raise ValueError(f"system {self.name!r}: GPU {self.gpu.name!r} has no static_power_w (unknown)")
+        return self.gpus * self.gpu.static_power_w + self.stacks * (self.pim.static_power_w if self.pim else 0.0)
 
     def replace(self, **changes) -> SystemSpec:
         return dataclasses.replace(self, **changes)

@@ -9,12 +9,14 @@ Each iteration charges one batch pass per model from the cost model (``timing.ba
   (the correction or the bonus token), never more than its remaining output.
 
 KV caches grow by the emitted tokens; batch passes see the mean context of the requests in them.
-Requests leave the batch when their output is complete (no refill: a static batch, as the paper's
-per-batch-size evaluation). The engine is pure: arrays in, a dict of arrays out.
+Requests leave the batch when their output is complete. A static batch ends when its last request does;
+with continuous batching (``adsl.sim.batching``) a queued request takes a finished one's slot at the next
+iteration and results cover the steady-state window. The engine is pure: arrays in, a dict of arrays out.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,7 +24,12 @@ import numpy as np
 from adsl.fitting.generator import match_runs
 from adsl.perf.hardware import SystemSpec
 from adsl.perf.models import Pair
-from adsl.sim.timing import CostTable, Schedule
+from adsl.sim.batching import Continuous, SlotLoop, steady_window, window_sum
+from adsl.sim.timing import BatchCost, CostTable, Schedule
+
+# Prefill runs on the GPUs: a prompt of many tokens per request is compute-bound (AttAcc and SpecPIM
+# keep the summarisation stage on the GPU too).
+PREFILL_MAPPING = {"fc": "gpu", "attention": "gpu"}
 
 
 class SimError(ValueError):
@@ -43,6 +50,16 @@ class Setup:
     pool_tokens: int = 0  # Shared Pool capacity C in tokens (0: no pool, per-iteration verification)
     eager: bool = False  # Eager Pool: draft during verification (asynchronous pipeline); needs a pool
     pool_trigger: str = "complete"  # verify when every request has tokens in the pool, or when GPU idle
+    # draft placement: 1 = sharded like the target (tensor parallel / pipeline stages); k > 1 = one copy
+    # on each of k devices, requests spread over the copies (adsl.sim.placement)
+    draft_copies: int = 1
+    draft_placement: str = "tensor_parallel"  # the name of that choice, for reports
+    draft_split: str | None = None  # micro-batch split of draft passes; None: as ``schedule.split``
+    static_power: bool = False  # charge the system's static (board idle + stack background) power
+
+    @property
+    def draft_schedule(self) -> Schedule:
+        return self.schedule if self.draft_split is None else dataclasses.replace(self.schedule, split=self.draft_split)
 
     def __post_init__(self):
         if self.policy not in ("fixed", "running_product"):
@@ -59,8 +76,9 @@ class Setup:
 
 def memory_need(setup: Setup, pair: Pair, batch: int, max_seq_len: int) -> tuple[float, float]:
     """(bytes needed for weights + full-length KV caches of every model run, bytes the system has)."""
-    models = [pair.target] + ([pair.draft] if setup.decoding == "sd" else [])
-    need = sum(m.weight_bytes + batch * max_seq_len * m.kv_bytes_per_token for m in models)
+    need = pair.target.weight_bytes + batch * max_seq_len * pair.target.kv_bytes_per_token
+    if setup.decoding == "sd":  # a replicated draft keeps a copy of its weights on every device it uses
+        need += setup.draft_copies * pair.draft.weight_bytes + batch * max_seq_len * pair.draft.kv_bytes_per_token
     return float(need), float(setup.system.memory_capacity_bytes)
 
 
@@ -82,7 +100,22 @@ def cost_tables(setup: Setup, pair: Pair, n_max: int, ctx_max: float) -> dict[st
     s, sch = setup.system, setup.schedule
     if setup.decoding == "ad":
         return {"decode": CostTable.build(pair.target, s, 1, setup.target_mapping, sch, n_max, ctx_max)}
-    return {"draft": CostTable.build(pair.draft, s, 1, setup.draft_mapping, sch, n_max, ctx_max)}
+    draft = CostTable.build(
+        pair.draft, s, 1, setup.draft_mapping, setup.draft_schedule, n_max, ctx_max, setup.draft_copies
+    )
+    return {"draft": draft}
+
+
+def prefill_cost(setup: Setup, pair: Pair, n_join, prompt: float) -> BatchCost:
+    """Prefill of ``n_join`` admitted requests' prompts (``prompt`` tokens each) on the GPUs: the target,
+    and the draft (with its placement) for speculative systems."""
+    q, s, one = max(1, int(round(prompt))), setup.system, Schedule()
+    n_max = int(np.max(n_join))
+    cost = CostTable.build(pair.target, s, q, PREFILL_MAPPING, one, n_max, 0.0).lookup(n_join, 0.0)
+    if setup.decoding == "sd":
+        draft = CostTable.build(pair.draft, s, q, PREFILL_MAPPING, one, n_max, 0.0, setup.draft_copies)
+        cost = cost.add(draft.lookup(n_join, 0.0))
+    return cost
 
 
 def verify_tables(setup: Setup, pair: Pair, qs, n_max: int, ctx_max: float) -> dict[int, CostTable]:
@@ -141,65 +174,74 @@ def _dynamic(setup, pair, n_d, c_d, n_it, ctx_it, q_it, draft_cost, verify, plac
 
 
 def simulate(
-    setup: Setup, pair: Pair, prompt_len, output_len, accept: np.ndarray | None = None, draft_lengths=None
+    setup: Setup,
+    pair: Pair,
+    prompt_len,
+    output_len,
+    accept: np.ndarray | None = None,
+    draft_lengths=None,
+    serving: Continuous | None = None,
 ) -> dict:
-    """Run the batch to completion. ``prompt_len`` and ``output_len`` are (X, R); ``accept`` is
-    (X, R, T) bool acceptance streams (SD only), T >= max output + d. ``draft_lengths`` (X, R, T), for
+    """Run the requests. ``prompt_len`` and ``output_len`` are (X, N) per request; ``accept`` is
+    (X, N, T) bool acceptance streams (SD only), T >= max output + d. ``draft_lengths`` (X, N, T), for
     an adaptive policy, is the draft length a request uses when it starts drafting at each position
-    (capped at ``setup.draft_length``); without it every draft has the fixed length."""
+    (capped at ``setup.draft_length``); without it every draft has the fixed length. ``serving``: None
+    runs the N requests as one static batch; else ``serving.slots`` are kept full from the queue and
+    results cover the steady-state window (``adsl.sim.batching``)."""
     prompt = np.asarray(prompt_len, dtype=float)
     out = np.asarray(output_len, dtype=np.int64)
     if prompt.shape != out.shape or prompt.ndim != 2:
         raise SimError(f"prompt_len and output_len must both be (replicas, requests), got {prompt.shape}, {out.shape}")
     if (out < 1).any():
         raise SimError("every request needs an output length >= 1")
-    x, r = out.shape
+    x, n_req = out.shape
+    r = n_req if serving is None else serving.slots
+    if r > n_req:
+        raise SimError(f"{r} slots but only {n_req} requests")
     sd = setup.decoding == "sd"
     d = setup.draft_length
     if sd:
-        if accept is None or accept.shape[:2] != (x, r):
-            raise SimError(f"SD needs acceptance streams of shape ({x}, {r}, T)")
+        if accept is None or accept.shape[:2] != (x, n_req):
+            raise SimError(f"SD needs acceptance streams of shape ({x}, {n_req}, T)")
         if accept.shape[2] < out.max() + d:
             raise SimError(f"acceptance streams of {accept.shape[2]} positions; need >= {out.max() + d}")
-        runs = match_runs(accept.reshape(x * r, -1)).reshape(x, r, -1)
+        runs = match_runs(accept.reshape(x * n_req, -1)).reshape(x, n_req, -1)
         if draft_lengths is not None:
             draft_lengths = np.minimum(np.asarray(draft_lengths), d)
             if draft_lengths.shape != accept.shape or (draft_lengths < 1).any():
                 raise SimError("draft_lengths must match the streams' shape and be >= 1")
-    tables = cost_tables(setup, pair, r, float(prompt.max() + out.max() + d))
-    gen = np.zeros((x, r), dtype=np.int64)
-    ctx = prompt.copy()
-    pos = np.zeros((x, r), dtype=np.int64)
+    ctx_max = float(prompt.max() + out.max() + d)
+    tables = cost_tables(setup, pair, r, ctx_max)
+    slots = SlotLoop(prompt, out, r)
     # The decoding loop only tracks who is active and where; costs depend on (requests, mean context)
     # per iteration, so they are read from the cost tables for all iterations at once afterwards.
-    xi, ri = np.arange(x)[:, None], np.arange(r)[None, :]
-    active = gen < out
-    ns, cs, dn, dc, qs = [], [], [], [], []
+    xi = np.arange(x)[:, None]
+    cs, dn, dc, qs, drafted = [], [], [], [], []
     steps = np.arange(d)
-    while active.any():
-        n = active.sum(axis=1)
-        ns.append(n)
+    while slots.active.any():
+        active, ctx, n = slots.active, slots.ctx, slots.active.sum(axis=1)
         cs.append(np.where(n > 0, (ctx * active).sum(axis=1) / np.maximum(n, 1), 0.0))
         if sd:
+            req, pos = slots.req, slots.pos
             if draft_lengths is None:  # every active request drafts d tokens
                 length = d
+                drafted.append(n * d)
             else:
-                length = np.where(active, draft_lengths[xi, ri, pos], 0)
+                length = np.where(active, draft_lengths[xi, req, pos], 0)
                 drafting = length[..., None] > steps  # (X, R, d): still drafting at step j
                 n_j = drafting.sum(axis=1)
                 dn.append(n_j)
                 mean = (ctx[..., None] * drafting).sum(axis=1) / np.maximum(n_j, 1)
                 dc.append(np.where(n_j > 0, mean, 0.0) + steps)
                 qs.append(np.where(n > 0, ((length + 1) * active).sum(axis=1) / np.maximum(n, 1), 1.0))
-            acc = np.minimum(runs[xi, ri, pos], length)
-            emitted = np.where(active, np.minimum(acc + 1, out - gen), 0)
-            pos = pos + np.where(active, acc + 1, 0)
+                drafted.append(length.sum(axis=1))
+            acc = np.minimum(runs[xi, req, pos], length)
+            emitted = np.where(active, np.minimum(acc + 1, slots.out - slots.gen), 0)
+            slots.step(emitted, acc + 1, active)
         else:
-            emitted = active.astype(np.int64)
-        gen += emitted
-        ctx += emitted
-        active = gen < out
-    n_it, ctx_it = np.array(ns), np.array(cs)  # (iterations, replicas)
+            slots.step(active.astype(np.int64), 1, active)
+    log = slots.arrays()
+    n_it, ctx_it = log["n"], np.array(cs)  # (iterations, replicas)
     res_place: dict = {}
     if sd:
         if draft_lengths is None:  # every active request drafted d tokens in every iteration
@@ -207,7 +249,7 @@ def simulate(
             dc = ctx_it[..., None] + steps
             qs = np.full(n_it.shape, d + 1.0)
         q_it = np.array(qs)
-        vt = verify_tables(setup, pair, needed_qs(q_it), r, float(prompt.max() + out.max() + d))
+        vt = verify_tables(setup, pair, needed_qs(q_it), r, ctx_max)
         n_d, c_d = np.array(dn), np.array(dc)
         draft_cost = tables["draft"].lookup(n_d, c_d)
         verify = verify_cost(vt, n_it, ctx_it, q_it)
@@ -216,22 +258,46 @@ def simulate(
         passes = [("draft", draft_cost, (0, 2)), ("verify", verify, (0,))]
     else:
         passes = [("decode", tables["decode"].lookup(n_it, ctx_it), (0,))]
-    res = {"time_s": np.zeros(x), "energy_j": np.zeros(x), "iterations": (n_it > 0).sum(axis=0)}
+    window = steady_window(log, serving)
+    if serving is not None and serving.prefill:
+        passes.append(("prefill", prefill_cost(setup, pair, log["admitted"], float(prompt.mean())), (0,)))
+    res = {"time_s": np.zeros(x), "energy_j": np.zeros(x)}
+    res["iterations"] = (n_it > 0).sum(axis=0) if window is None else window.sum(axis=0)
     stage, busy, cls = {}, {}, {}
+    per_iteration = np.zeros(n_it.shape)
     for name, c, axes in passes:
-        t = c.time_s.sum(axis=axes)
+        t = window_sum(c.time_s, window, axes)
         res["time_s"] += t
-        res["energy_j"] += c.energy_j.sum(axis=axes)
+        res["energy_j"] += window_sum(c.energy_j, window, axes)
+        per_iteration += c.time_s.sum(axis=axes[1:]) if len(axes) > 1 else c.time_s
         _add(stage, name, t)
         for k, v in c.busy_s.items():
-            _add(busy, k, v.sum(axis=axes))
+            _add(busy, k, window_sum(v, window, axes))
         for k, v in c.by_class_s.items():
-            _add(cls, k, v.sum(axis=axes))
+            _add(cls, k, window_sum(v, window, axes))
     res["placement"] = res_place
-    res["tokens"] = gen.sum(axis=1)
-    res["throughput_tok_s"] = res["tokens"] / res["time_s"]
-    res["tokens_per_j"] = res["tokens"] / res["energy_j"]
+    res["tokens"] = slots.gen.sum(axis=1) if window is None else window_sum(log["emitted"], window)
     res["stage_s"] = stage
     res["busy_s"] = busy
     res["class_s"] = cls
+    res["drafted"] = window_sum(np.array(drafted), window) if sd else np.zeros(x)
+    return finish(setup, res, log, window, per_iteration)
+
+
+def finish(setup: Setup, res: dict, log: dict, window, per_iteration: np.ndarray) -> dict:
+    """Static energy, rates and the measured window of an engine's result (shared by the engines)."""
+    if setup.static_power:  # boards and stacks draw their static power over the wall time measured
+        res["energy_j"] = res["energy_j"] + setup.system.static_power_w * res["time_s"]
+    res["throughput_tok_s"] = res["tokens"] / res["time_s"]
+    res["tokens_per_j"] = res["tokens"] / res["energy_j"]
+    start = np.zeros(per_iteration.shape[1]) if window is None else (per_iteration * (np.cumsum(window, 0) == 0)).sum(0)
+    res["window"] = {
+        "start_s": start,
+        "end_s": start + res["time_s"],
+        "completed": log["done"].sum(axis=0) if window is None else window_sum(log["done"], window),
+        "total_s": per_iteration.sum(axis=0),
+        "total_tokens": log["emitted"].sum(axis=0),
+        "request_rounds": window_sum(log["n"], window),  # requests in flight, summed over the iterations
+    }
+    res["log"] = log  # per iteration (iterations, X): busy slots, emitted, completed, admitted
     return res

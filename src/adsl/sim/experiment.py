@@ -6,9 +6,11 @@ import itertools
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from adsl.fitting.generator import as_flags, draw_streams, running_product_lengths
 from adsl.fitting.modelfile import read_model
+from adsl.sim.batching import Batching
 from adsl.sim.engine import check_memory, memory_need, simulate
 from adsl.sim.pools import simulate_pooled
 from adsl.sim.systems import Context, build
@@ -49,6 +51,13 @@ def adaptive_lengths(conf: np.ndarray, categories: list[str], taus: dict[str, fl
     return out
 
 
+def _ci95(values: np.ndarray) -> float:
+    """Half-width of the 95 % confidence interval of the mean over replicas (Student t)."""
+    if values.size < 2:
+        return float("nan")
+    return float(stats.t.ppf(0.975, values.size - 1) * values.std(ddof=1) / np.sqrt(values.size))
+
+
 def run_point(
     ws,
     pair_name: str,
@@ -62,21 +71,34 @@ def run_point(
 ) -> dict:
     sim = ws.config["simulation"]
     pair = ws.models.pair(pair_name)
-    ctx = Context(ws.hardware, pair, batch, seq_len, d, sim["systems"])
+    ctx = Context(
+        ws.hardware,
+        pair,
+        batch,
+        seq_len,
+        d,
+        sim["systems"],
+        draft_placement=sim["draft_placement"],
+        draft_split=sim["draft_split"],
+        micro_batch_verification=sim["micro_batch_verification"],
+        static_power=sim["static_power"],
+    )
     setup = build(system_name, ctx)
     if memory_check == "error":
         check_memory(setup, pair, batch, seq_len)
     need, have = memory_need(setup, pair, batch, seq_len)
-    x = sim["replicas"]
+    batching = Batching(**sim["batching"])
+    serving = batching.serving(batch)
+    x, n = sim["replicas"], batching.requests(batch)
     prompt = min(sim["prompt_len"], seq_len - 1)
-    out = np.full((x, batch), seq_len - prompt)
+    out = np.full((x, n), seq_len - prompt)
     acc = None
     if setup.decoding == "sd":
         # common random numbers: every system and draft length sees the same streams for a (pair, batch)
         if d > STREAM_SLACK:
             raise ValueError(f"draft length {d} > {STREAM_SLACK} is not supported")
         t = int(out.max()) + STREAM_SLACK + 1
-        conf, acc = request_streams(models, sim["categories"], x, batch, t, ws.config["seed"] + batch)
+        conf, acc = request_streams(models, sim["categories"], x, n, t, ws.config["seed"] + batch)
     lengths = None
     if setup.policy == "running_product":
         if taus is None:
@@ -86,14 +108,15 @@ def run_point(
         if batch <= light["batch_at_most"]:  # lightly loaded: longer drafts use the idle parallelism
             taus = {c: t * light["factor"] for c, t in taus.items()}
         lengths = adaptive_lengths(conf, sim["categories"], taus, 2 * d if setup.pool_tokens else d)
-    prompts = np.full((x, batch), float(prompt))
+    prompts = np.full((x, n), float(prompt))
     if setup.pool_tokens:
-        res = simulate_pooled(setup, pair, prompts, out, acc, conf, lengths)
+        res = simulate_pooled(setup, pair, prompts, out, acc, conf, lengths, serving)
     else:
-        res = simulate(setup, pair, prompts, out, acc, lengths)
+        res = simulate(setup, pair, prompts, out, acc, lengths, serving)
     # busy time sums every stage's work; stages run on different devices side by side
     stages = setup.system.pipeline_stages
     busy = {k: float(np.mean(v / (res["time_s"] * stages))) for k, v in res["busy_s"].items()}
+    rounds = np.maximum(res["window"]["request_rounds"], 1)
     row = dict(
         system=system_name,
         pair=pair_name,
@@ -102,20 +125,27 @@ def run_point(
         policy=setup.policy,
         seq_len=seq_len,
         hardware=setup.system.name,
+        batching=batching.mode,
         memory_needed_gb=need / 1e9,
         memory_available_gb=have / 1e9,
         fits_memory=need <= have,
         throughput_tok_s=float(res["throughput_tok_s"].mean()),
         throughput_std=float(res["throughput_tok_s"].std()),
+        throughput_ci95=_ci95(res["throughput_tok_s"]),
         tokens_per_j=float(res["tokens_per_j"].mean()),
+        tokens_per_j_ci95=_ci95(res["tokens_per_j"]),
         time_s=float(res["time_s"].mean()),
         tokens=int(res["tokens"][0]),
         iterations=float(res["iterations"].mean()),
+        window_start_s=float(res["window"]["start_s"].mean()),
+        window_end_s=float(res["window"]["end_s"].mean()),
+        window_completed=float(res["window"]["completed"].mean()),
+        run_time_s=float(res["window"]["total_s"].mean()),
         gpu_util=busy.get("gpu", 0.0),
         pim_util=busy.get("pim", 0.0),
-        mean_draft_length=float(np.mean(res["pool"]["drafted"] / np.maximum(res["iterations"], 1) / batch))
-        if "pool" in res
-        else float("nan"),
+        mean_draft_length=float(np.mean(res["drafted"] / rounds)) if setup.decoding == "sd" else float("nan"),
+        static_power_w=setup.system.static_power_w if setup.static_power else 0.0,
+        draft_placement=setup.draft_placement if setup.decoding == "sd" else "",
         draft_fc_on_pim=res["placement"].get("draft_fc_on_pim", float(setup.draft_mapping.get("fc") == "pim")),
         target_attention_on_pim=res["placement"].get(
             "target_attention_on_pim", float(setup.target_mapping.get("attention") == "pim")

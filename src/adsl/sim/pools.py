@@ -28,7 +28,19 @@ import dataclasses
 import numpy as np
 
 from adsl.fitting.generator import match_runs
-from adsl.sim.engine import Setup, SimError, _add, _dynamic, cost_tables, needed_qs, verify_cost, verify_tables
+from adsl.sim.batching import Continuous, SlotLoop, steady_window, window_sum
+from adsl.sim.engine import (
+    Setup,
+    SimError,
+    _add,
+    _dynamic,
+    cost_tables,
+    finish,
+    needed_qs,
+    prefill_cost,
+    verify_cost,
+    verify_tables,
+)
 from adsl.sim.timing import BatchCost
 
 
@@ -64,40 +76,41 @@ def pool_admit(want: np.ndarray, conf_window, queries: np.ndarray, capacity: int
     return out
 
 
-def simulate_pooled(setup: Setup, pair, prompt_len, output_len, accept, confidence, tau_lengths) -> dict:
-    """``tau_lengths`` (X, R, T): draft length of the running-product rule from each position, capped
-    at 2 d + 1 (an eager request may draft d + 1 tokens beyond a d-token pool entry)."""
+def simulate_pooled(
+    setup: Setup, pair, prompt_len, output_len, accept, confidence, tau_lengths, serving: Continuous | None = None
+) -> dict:
+    """``tau_lengths`` (X, N, T): draft length of the running-product rule from each position, capped
+    at 2 d + 1 (an eager request may draft d + 1 tokens beyond a d-token pool entry). ``serving`` as in
+    ``adsl.sim.engine.simulate`` (None: one static batch of the N requests)."""
     prompt = np.asarray(prompt_len, dtype=float)
     out = np.asarray(output_len, dtype=np.int64)
-    x, r = out.shape
+    x, n_req = out.shape
+    r = n_req if serving is None else serving.slots
     d, cap, eager = setup.draft_length, setup.pool_tokens, setup.eager
     if cap < r + 1:
         raise SimError(f"{setup.name}: pool of {cap} tokens cannot hold one query token per request ({r}) plus a draft")
     if accept.shape[2] < out.max() + 4 * d + 4:
         raise SimError(f"acceptance streams of {accept.shape[2]} positions; need >= {out.max() + 4 * d + 4}")
-    runs = match_runs(accept.reshape(x * r, -1)).reshape(x, r, -1)
+    runs = match_runs(accept.reshape(x * n_req, -1)).reshape(x, n_req, -1)
     # kept eager tokens continue an accepted draft (differs from `runs` only for flagged streams)
-    cont_runs = runs if accept.dtype == bool else match_runs(accept.reshape(x * r, -1), True).reshape(x, r, -1)
+    cont_runs = runs if accept.dtype == bool else match_runs(accept.reshape(x * n_req, -1), True).reshape(x, n_req, -1)
     continuing = np.zeros((x, r), dtype=bool)
     lengths = np.minimum(np.asarray(tau_lengths), 2 * d + 1)
-    xi, ri = np.arange(x)[:, None], np.arange(r)[None, :]
+    xi = np.arange(x)[:, None]
     win = np.arange(d)
     steps = np.arange(d + 1)  # an eager request drafts up to d + 1 tokens: the bonus position + d
 
-    gen = np.zeros((x, r), dtype=np.int64)
-    ctx = prompt.copy()
-    pos = np.zeros((x, r), dtype=np.int64)
+    slots = SlotLoop(prompt, out, r)
     ready = np.zeros((x, r), dtype=bool)  # tokens drafted and waiting in the pool
     held = np.zeros((x, r), dtype=np.int64)  # drafted tokens from pos not yet verified
-    active = gen < out
-    rec = {k: [] for k in ("nv", "cv", "qv", "nd", "cd", "np", "cp")}
-    stats = {"pool_max": np.zeros(x, dtype=np.int64), "drafted": np.zeros(x), "wasted": np.zeros(x)}
+    rec = {k: [] for k in ("nv", "cv", "qv", "nd", "cd", "np", "cp", "drafted", "wasted", "pool")}
     zero = np.zeros((x, r), dtype=np.int64)
-    while active.any():
-        full_len = lengths[xi, ri, pos]
+    while slots.active.any():
+        active, ctx, gen, req, pos = slots.active, slots.ctx, slots.gen, slots.req, slots.pos
+        full_len = lengths[xi, req, pos]
 
-        def conf_w(pos=pos):
-            return confidence[xi[..., None], ri[..., None], pos[..., None] + win]
+        def conf_w(req=req, pos=pos):
+            return confidence[xi[..., None], req[..., None], pos[..., None] + win]
 
         if eager:
             fresh = np.where(active & ~ready, np.minimum(full_len, d), 0)
@@ -124,22 +137,22 @@ def simulate_pooled(setup: Setup, pair, prompt_len, output_len, accept, confiden
         rec["nv"].append(nv)
         rec["cv"].append(np.where(nv > 0, (ctx * verifying).sum(axis=1) / np.maximum(nv, 1), 0.0))
         rec["qv"].append(np.where(nv > 0, ((lv + 1) * verifying).sum(axis=1) / np.maximum(nv, 1), 1.0))
-        stats["pool_max"] = np.maximum(stats["pool_max"], ((lv + 1) * verifying).sum(axis=1))
-        stats["drafted"] += pre.sum(axis=1) + sum(n.sum(axis=1) for n, _ in overlapped)
+        rec["pool"].append(((lv + 1) * verifying).sum(axis=1))
+        rec["drafted"].append(pre.sum(axis=1) + sum(n.sum(axis=1) for n, _ in overlapped))
 
-        run = np.where(continuing, cont_runs[xi, ri, pos], runs[xi, ri, pos])
+        run = np.where(continuing, cont_runs[xi, req, pos], runs[xi, req, pos])
         acc = np.where(verifying, np.minimum(run, lv), 0)
         complete = verifying & (acc == lv)
+        advance = acc + 1
         if eager:
             # the pass also yields the target's token after the verified ones (the bonus): eager and cut
             # tokens stay in the pool only if the first of them equals it, else they are discarded
             left = offered + extra - lv
             bonus_match = complete & (run > lv) & (left > 0)
             keep = bonus_match & (left > 1)
-            advance = acc + 1
             # drafted tokens that will never be emitted (the matched one is emitted as the bonus)
             lost = offered + extra - acc - bonus_match
-            stats["wasted"] += np.where(verifying & ~keep, lost, 0).sum(axis=1)
+            rec["wasted"].append(np.where(verifying & ~keep, lost, 0).sum(axis=1))
             new_held, new_ready = np.where(keep, left - 1, 0), keep
             continuing = keep
             if setup.pool_trigger == "idle":  # drafted from a correction during the pass: next pass
@@ -147,16 +160,15 @@ def simulate_pooled(setup: Setup, pair, prompt_len, output_len, accept, confiden
                 new_held = np.where(drafted_now, fresh, new_held)
                 new_ready = new_ready | drafted_now
         else:
-            advance = acc + 1
+            rec["wasted"].append(np.zeros(x, dtype=np.int64))
             new_held, new_ready = held, ready
-        emitted = np.where(verifying, np.minimum(advance, out - gen), 0)
-        pos = pos + np.where(verifying, advance, 0)
-        gen += emitted
-        ctx += emitted
-        held, ready = new_held, new_ready
-        active = gen < out
-        ready &= active
-    return _costs(setup, pair, prompt, out, rec, stats, gen, eager)
+        emitted = np.where(verifying, np.minimum(advance, slots.out - gen), 0)
+        admitted = slots.step(emitted, advance, verifying)
+        # an admitted request starts with nothing drafted
+        held = np.where(admitted, 0, new_held)
+        ready = new_ready & ~admitted & slots.active
+        continuing = continuing & ~admitted
+    return _costs(setup, pair, prompt, out, rec, slots, eager, serving)
 
 
 def _record(rec: dict, n_key: str, c_key: str, groups, steps, shape) -> None:
@@ -181,13 +193,13 @@ def _steps(c: BatchCost, sl: slice) -> BatchCost:
     )
 
 
-def _costs(setup, pair, prompt, out, rec, stats, gen, eager) -> dict:
+def _costs(setup, pair, prompt, out, rec, slots, eager, serving) -> dict:
     d = setup.draft_length
     n_v, c_v, q_v = (np.array(rec[k]) for k in ("nv", "cv", "qv"))
     # draft steps before the pass (sequential) and during it (overlapped), side by side on the last axis
     n_d = np.concatenate([np.array(rec["np"]), np.array(rec["nd"])], axis=2)
     c_d = np.concatenate([np.array(rec["cp"]), np.array(rec["cd"])], axis=2)
-    r = gen.shape[1]
+    r = slots.cur.shape[1]
     ctx_max = float(prompt.max() + out.max() + 4 * d + 4)
     draft = cost_tables(setup, pair, r, ctx_max)["draft"].lookup(n_d, c_d)
     # the pool is verified as one target pass, or in the system's micro-batches where that is faster
@@ -210,23 +222,39 @@ def _costs(setup, pair, prompt, out, rec, stats, gen, eager) -> dict:
     else:
         t_round = t_pre + t_verify
     t_draft = t_pre + t_over
-    res = {
-        "time_s": t_round.sum(axis=0),
-        "energy_j": draft.energy_j.sum(axis=(0, 2)) + verify.energy_j.sum(axis=0),
-        "iterations": (n_v > 0).sum(axis=0),
-        "placement": placement,
-        "tokens": gen.sum(axis=1),
-        "pool": {**stats, "capacity": setup.pool_tokens},
-    }
-    res["throughput_tok_s"] = res["tokens"] / res["time_s"]
-    res["tokens_per_j"] = res["tokens"] / res["energy_j"]
-    stage = {"draft": t_draft.sum(axis=0), "verify": t_verify.sum(axis=0)}
-    stage["overlap"] = stage["draft"] + stage["verify"] - res["time_s"]
+    log = slots.arrays()
+    window = steady_window(log, serving)
+    energy = window_sum(draft.energy_j, window, (0, 2)) + window_sum(verify.energy_j, window)
+    stage = {"draft": window_sum(t_draft, window), "verify": window_sum(t_verify, window)}
     busy, cls = {}, {}
+    if serving is not None and serving.prefill:  # admitted requests' prompts, before the next round
+        fill = prefill_cost(setup, pair, log["admitted"], float(prompt.mean()))
+        t_round = t_round + fill.time_s
+        energy = energy + window_sum(fill.energy_j, window)
+        stage["prefill"] = window_sum(fill.time_s, window)
+        for k, v in fill.busy_s.items():
+            _add(busy, k, window_sum(v, window))
+        for k, v in fill.by_class_s.items():
+            _add(cls, k, window_sum(v, window))
+    res = {
+        "time_s": window_sum(t_round, window),
+        "energy_j": energy,
+        "iterations": (n_v > 0).sum(axis=0) if window is None else window.sum(axis=0),
+        "placement": placement,
+        "tokens": slots.gen.sum(axis=1) if window is None else window_sum(log["emitted"], window),
+        "pool": {
+            "pool_max": np.array(rec["pool"]).max(axis=0),
+            "drafted": window_sum(np.array(rec["drafted"]), window),
+            "wasted": window_sum(np.array(rec["wasted"]), window),
+            "capacity": setup.pool_tokens,
+        },
+    }
+    res["drafted"] = res["pool"]["drafted"]
+    stage["overlap"] = stage["draft"] + stage["verify"] + stage.get("prefill", 0.0) - res["time_s"]
     for c, axes in ((draft, (0, 2)), (verify, (0,))):
         for k, v in c.busy_s.items():
-            _add(busy, k, v.sum(axis=axes))
+            _add(busy, k, window_sum(v, window, axes))
         for k, v in c.by_class_s.items():
-            _add(cls, k, v.sum(axis=axes))
+            _add(cls, k, window_sum(v, window, axes))
     res.update(stage_s=stage, busy_s=busy, class_s=cls)
-    return res
+    return finish(setup, res, log, window, t_round)

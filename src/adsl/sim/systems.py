@@ -11,6 +11,7 @@ from adsl.perf.hardware import HardwareCatalogue
 from adsl.perf.models import Pair
 from adsl.sim.engine import Setup
 from adsl.sim.mapping import search_static_mapping
+from adsl.sim.placement import place_draft
 from adsl.sim.timing import Schedule
 
 
@@ -22,6 +23,10 @@ class Context:
     max_seq_len: int
     draft_length: int  # the SD baselines' fixed d
     settings: dict  # config["simulation"]["systems"]
+    draft_placement: str = "tensor_parallel"  # or replicated | pim | best (adsl.sim.placement)
+    draft_split: str | None = None  # micro-batch split of draft passes; None: as the verification's
+    micro_batch_verification: bool = True  # SpecPIM-style systems verify each micro-batch on its own
+    static_power: bool = False
 
 
 def _schedule(ctx: Context, system_name: str) -> Schedule:
@@ -53,8 +58,11 @@ def pim_ad(ctx: Context) -> Setup:
 
 def _static_sd(ctx: Context, name: str, system_name: str) -> Setup:
     system = ctx.hardware.system(system_name)
-    # SpecPIM-style: every micro-batch is drafted and verified on its own
-    sched = dataclasses.replace(_schedule(ctx, system_name), split="always")
+    # SpecPIM-style: every micro-batch is verified on its own. The modelled systems require it: SADDLE's
+    # Shared Pool is by definition what merges the micro-batches' verification (its ablation chain PIM-SD
+    # -> SADDLE-d -> SADDLE-p changes one thing at a time), so PIM-SD and SADDLE-d keep the split.
+    split = "always" if ctx.micro_batch_verification else "best"
+    sched = dataclasses.replace(_schedule(ctx, system_name), split=split)
     draft_map, target_map, _ = search_static_mapping(
         ctx.pair, system, ctx.batch, ctx.draft_length, ctx.max_seq_len, sched
     )
@@ -139,6 +147,21 @@ SYSTEMS = {
 
 
 def build(name: str, ctx: Context) -> Setup:
+    """The registered system's setup with the run's serving choices: draft placement and draft split
+    (speculative systems) and static power."""
     if name not in SYSTEMS:
         raise KeyError(f"unknown system {name!r}; known: {sorted(SYSTEMS)}")
-    return SYSTEMS[name](ctx)
+    setup = dataclasses.replace(SYSTEMS[name](ctx), static_power=ctx.static_power)
+    if setup.decoding != "sd":
+        return setup
+    setup = dataclasses.replace(setup, draft_split=ctx.draft_split)
+    placement, copies, mapping = place_draft(
+        ctx.pair,
+        setup.system,
+        ctx.batch,
+        ctx.max_seq_len,
+        setup.draft_mapping,
+        setup.draft_schedule,
+        ctx.draft_placement,
+    )
+    return dataclasses.replace(setup, draft_copies=copies, draft_mapping=mapping, draft_placement=placement)

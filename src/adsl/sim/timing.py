@@ -78,14 +78,27 @@ def _split_pass(model, system, n_req, q, ctx, mapping, schedule: Schedule, m) ->
     return BatchCost(np.where(live, time, 0.0), np.where(live, cost.total_energy_j * m, 0.0), busy, by_cls)
 
 
-def batch_pass(model: ModelSpec, system: SystemSpec, n_req, q, ctx, mapping: dict, schedule: Schedule) -> BatchCost:
+def batch_pass(
+    model: ModelSpec, system: SystemSpec, n_req, q, ctx, mapping: dict, schedule: Schedule, copies: int = 1
+) -> BatchCost:
     """``n_req`` requests (array) with ``q`` tokens each over ``ctx`` cached tokens (mean per request).
 
     With ``schedule.micro_batches`` M > 1 the pass runs as M micro-batches (at least one request each)
     or, with ``split="best"``, as one batch where that is faster: splitting pays where a pass is
     compute-bound (pipeline stages or GPU/PIM overlap busy side by side) and costs extra weight reads
-    where it is weight-bound."""
+    where it is weight-bound.
+
+    ``copies`` > 1: the model is replicated, one copy per device with no tensor or pipeline split, and
+    the requests are spread over the copies (``replicated``). The pass takes as long as the busiest copy
+    (ceil(n / copies) requests); energy is the mean copy's times the copies in use (a pass's energy is
+    affine in its request count, so this is exact)."""
     n_req = np.asarray(n_req, dtype=float)
+    if copies > 1:
+        one = system.replace(tensor_parallel=1, pipeline_stages=1)
+        used = np.minimum(n_req, copies)
+        busiest = batch_pass(model, one, np.ceil(n_req / copies), q, ctx, mapping, schedule)
+        mean = batch_pass(model, one, n_req / np.maximum(used, 1.0), q, ctx, mapping, schedule)
+        return BatchCost(busiest.time_s, mean.energy_j * used, busiest.busy_s, busiest.by_class_s)
     m = np.clip(np.floor(n_req), 1, max(1, schedule.micro_batches))
     split = _split_pass(model, system, n_req, q, ctx, mapping, schedule, m)
     if schedule.micro_batches <= 1 or schedule.split == "always":
@@ -109,10 +122,10 @@ class CostTable:
     by_class_s: dict[str, np.ndarray]
 
     @classmethod
-    def build(cls, model, system, q, mapping, schedule, n_max: int, ctx_max: float) -> CostTable:
+    def build(cls, model, system, q, mapping, schedule, n_max: int, ctx_max: float, copies: int = 1) -> CostTable:
         n = np.arange(n_max + 1, dtype=float)[:, None]
         ctx = np.arange(0.0, ctx_max + 2 * CTX_STEP, CTX_STEP)[None, :]
-        c = batch_pass(model, system, n, q, ctx, mapping, schedule)
+        c = batch_pass(model, system, n, q, ctx, mapping, schedule, copies)
         shape = (n.size, ctx.size)
         full = lambda a: np.broadcast_to(np.asarray(a, dtype=float), shape).copy()  # noqa: E731
         return cls(
