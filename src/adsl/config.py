@@ -83,13 +83,37 @@ def validate(instance: Any, schema: dict, file: str, fill_defaults: bool = True)
     return instance
 
 
+def merged(base: dict, overrides: dict) -> dict:
+    """``base`` with ``overrides`` laid over it, dicts merged key by key."""
+    out = copy.deepcopy(base)
+    for key, value in overrides.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def experiment_simulation(cfg: dict, name: str) -> dict:
+    """The simulation settings experiment ``name`` runs with: ``simulation`` with the experiment's
+    ``overrides`` laid over it."""
+    sim = cfg["simulation"]
+    return merged({k: v for k, v in sim.items() if k != "experiments"}, sim["experiments"][name].get("overrides", {}))
+
+
 def load_config(config: dict | str | Path, file: str | None = None) -> dict:
-    """Validate the workflow configuration (a dict or a YAML path) and fill defaults."""
+    """Validate the workflow configuration (a dict or a YAML path) and fill defaults; each experiment's
+    ``overrides`` are checked as the simulation settings they make."""
     if not isinstance(config, dict):
         file = str(config)
         config = read_yaml(config) or {}
     schema = read_yaml(SCHEMA_PATH)
-    return validate(config, schema, file or "config")
+    cfg = validate(config, schema, file or "config")
+    for name, exp in cfg["simulation"]["experiments"].items():
+        if exp.get("overrides"):
+            try:
+                validate({**cfg, "simulation": experiment_simulation(cfg, name)}, schema, file or "config")
+            except ConfigError as exc:
+                where = f"simulation.experiments.{name}.overrides"
+                raise ConfigError(exc.file, f"{where} -> {exc.field}", exc.reason) from exc
+    return cfg
 
 
 def catalogue_schema(part: str) -> dict:

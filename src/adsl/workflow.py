@@ -109,7 +109,10 @@ def acceptance_summary(smk) -> None:
 def calibrate_pair(smk) -> None:
     """Every category of one pair: measured model + calibration (see adsl.fitting.paper)."""
     from adsl.fitting.modelfile import read_model, write_model
+    from adsl.fitting.paper import SPREAD_POSITIONS
     from adsl.fitting.paper import calibrate_pair as fit_pair
+    from adsl.fitting.pipeline import request_rate_sd
+    from adsl.profiling.traces import read_profile
 
     pair = smk.wildcards.pair
     how = smk.config["acceptance"]["pairs"][pair]
@@ -126,6 +129,10 @@ def calibrate_pair(smk) -> None:
             if rows.empty:
                 raise ValueError(f"{smk.input.paper}: no Fig. 4a rates for category {c!r} (pair {pair})")
             targets[c] = dict(zip(rows.draft_length.astype(int), rows.acceptance_rate.astype(float), strict=True))
+        spreads = None
+        if cal["keep_spread"]:
+            prof = read_profile(smk.input.profile)
+            spreads = {c: request_rate_sd(prof, c, SPREAD_POSITIONS) for c in models}
         fitted = fit_pair(
             models,
             targets,
@@ -133,6 +140,8 @@ def calibrate_pair(smk) -> None:
             cal["positions"],
             int(smk.config["seed"]),
             continuation=cal["draft_continuation"],
+            applies_to=cal["applies_to"],
+            spread_targets=spreads,
         )
         calibrations = {c: {**v, "method": "paper_fig04a"} for c, v in fitted.items()}
     else:
@@ -149,7 +158,7 @@ def calibrate_pair(smk) -> None:
 def tau_table(smk) -> None:
     import numpy as np
 
-    from adsl.fitting.generator import draw_streams
+    from adsl.fitting.generator import continuation_boost, draw_streams
     from adsl.fitting.modelfile import read_model
     from adsl.fitting.tau import calibrate_tau
 
@@ -158,7 +167,7 @@ def tau_table(smk) -> None:
     for path in smk.input.models:
         m = read_model(path)
         conf, acc = draw_streams(m, t["streams"], t["positions"], np.random.default_rng(int(smk.config["seed"])))
-        r = calibrate_tau(conf, acc, t["d_max"], t["window"], t["success"])
+        r = calibrate_tau(conf, acc, t["d_max"], t["window"], t["success"], boost=continuation_boost(m))
         c = r.pop("curve")
         rows.append(
             {
@@ -172,6 +181,25 @@ def tau_table(smk) -> None:
         curves.append(pd.DataFrame(c).assign(pair=m["pair"], category=m["category"]))
     write_csv(pd.DataFrame(rows), smk.output.tau)
     write_csv(pd.concat(curves, ignore_index=True), smk.output.curves)
+
+
+def calibration_check(smk) -> None:
+    """Curve, ranking and spread checks of every pair's acceptance models (adsl.fitting.consistency)."""
+    from adsl.fitting.consistency import check_models
+    from adsl.fitting.modelfile import read_model
+    from adsl.profiling.traces import read_profile
+
+    t = smk.config["acceptance"]["tau"]
+    summary, curves = check_models(
+        read_profile(smk.input.profile),
+        [read_model(p) for p in smk.input.models],
+        pd.read_csv(smk.input.tau),
+        t["streams"],
+        t["positions"],
+        int(smk.config["seed"]),
+    )
+    write_csv(summary, smk.output.summary)
+    write_csv(curves, smk.output.curves)
 
 
 def experiment(smk) -> None:

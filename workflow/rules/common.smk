@@ -24,6 +24,7 @@ PROFILE_FIGURES = {
     "fig18_utilization",
     "fig19_scheduler",
     "paper_comparison",
+    "batching_static_vs_continuous",
 }
 FIGURE_NAMES = sorted(FIGURES)
 
@@ -75,6 +76,7 @@ TABLE_PATHS = {
     "area": "results/costmodel/area.csv",
     "paper_comparison": "results/paper_comparison.csv",
     "accepted_per_iteration_model": "results/acceptance/accepted_per_iteration_model.csv",
+    "batching": "results/simulation/batching.csv",
 }
 
 
@@ -93,6 +95,7 @@ def default_targets():
             "results/acceptance/model_selection.csv",
             "results/acceptance/heldout_check.csv",
             "results/acceptance/tau.csv",
+            "results/acceptance/calibration_check.csv",
         ]
     return figure_outputs(names) + extra
 

@@ -58,6 +58,7 @@ rule calibrate_pair:
         ),
         paper=str(resolve_input(config["anchors_dir"]) / "paper_fig04a.csv"),
         reference=reference_models,
+        profile=PROFILE_INPUT,
     output:
         expand(
             "results/acceptance/{{pair}}/{category}.json", category=ACC["categories"]
@@ -91,6 +92,29 @@ rule tau:
         cpus_per_task=1,
     params:
         step="tau_table",
+        settings=ACC["tau"],
+    script:
+        "../scripts/fitting.py"
+
+
+rule calibration_check:
+    input:
+        profile=PROFILE_INPUT,
+        models=expand(
+            "results/acceptance/{pair}/{category}.json",
+            pair=PAIRS,
+            category=ACC["categories"],
+        ),
+        tau="results/acceptance/tau.csv",
+    output:
+        summary="results/acceptance/calibration_check.csv",
+        curves="results/acceptance/calibration_curves.csv",
+    resources:
+        mem_mb=4000,
+        runtime=20,
+        cpus_per_task=1,
+    params:
+        step="calibration_check",
         settings=ACC["tau"],
     script:
         "../scripts/fitting.py"

@@ -75,3 +75,20 @@ rule paper_comparison:
         basedir=BASEDIR,
     script:
         "../scripts/table.py"
+
+
+rule batching_table:
+    input:
+        continuous="results/experiments/main.parquet",
+        static="results/experiments/main_static.parquet",
+    output:
+        csv="results/simulation/batching.csv",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+        cpus_per_task=1,
+    params:
+        name="batching",
+        basedir=BASEDIR,
+    script:
+        "../scripts/table.py"

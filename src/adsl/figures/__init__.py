@@ -51,6 +51,7 @@ from adsl.figures.fits import (
 )
 from adsl.figures.motivation import fig03a_sd_vs_ad_batch, fig03a_table, fig03b_sd_vs_ad_draft_length, fig03b_table
 from adsl.figures.roofline import fig06_roofline, roofline_table
+from adsl.figures.serving import batching_static_vs_continuous, batching_table
 from adsl.figures.validation import anchors_table, validation_gpu
 
 TABLES = {
@@ -73,6 +74,7 @@ TABLES = {
     "fig19": fig19_table,
     "area": area_table,
     "paper_comparison": paper_comparison_table,
+    "batching": batching_table,
 }
 
 # Tables computed from a simulator experiment (adsl.sim.experiment): table -> experiment name.
@@ -109,6 +111,7 @@ FIGURES = {
     "fig19_scheduler": ("fig19", fig19_scheduler),
     "area": ("area", area),
     "paper_comparison": ("paper_comparison", fig_paper_comparison),
+    "batching_static_vs_continuous": ("batching", batching_static_vs_continuous),
 }
 
 

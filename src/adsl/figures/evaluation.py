@@ -7,6 +7,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from adsl.perf.roofline import throughput_limit
 from adsl.workspace import Workspace
 
 MAIN_SYSTEMS = ["GPU-AD", "GPU-SD", "PIM-AD", "PIM-SD", "SADDLE"]
@@ -27,11 +28,19 @@ def _cols(df, keys, metric):
 
 
 def fig12_table(ws: Workspace, experiment: str) -> pd.DataFrame:
-    del ws
+    """Throughput normalised to GPU-AD, with the physical limit of each (pair, batch)
+    (``adsl.perf.roofline.throughput_limit`` over the systems the experiment uses, d + 1 tokens per step)."""
     df = _normalized(pd.read_parquet(experiment), "throughput_tok_s", "GPU-AD", ["pair", "batch"])
-    return (
-        _cols(df, ["pair", "batch"], "throughput_tok_s").sort_values(["pair", "batch", "system"]).reset_index(drop=True)
-    )
+    out = _cols(df, ["pair", "batch"], "throughput_tok_s").copy()
+    sim = ws.config["simulation"]
+    systems = [ws.hardware.system(sim["systems"][k]) for k in ("gpu_system", "pim_system", "saddle_system")]
+    k = sim["draft_length"] + 1
+    out["limit_tok_s"] = [
+        float(throughput_limit(ws.models.pair(p).target, systems, b, k)) for p, b in zip(out.pair, out.batch, strict=True)
+    ]
+    ad = df[df.system == "GPU-AD"].set_index(["pair", "batch"]).throughput_tok_s
+    out["limit_normalized"] = out.limit_tok_s / [ad[(p, b)] for p, b in zip(out.pair, out.batch, strict=True)]
+    return out.sort_values(["pair", "batch", "system"]).reset_index(drop=True)
 
 
 def fig13_table(ws: Workspace, experiment: str) -> pd.DataFrame:
@@ -108,22 +117,28 @@ def _bars(df, x, y, hue, order, ax, ylabel, title):
     ax.set(ylabel=ylabel, title=title)
 
 
-def _per_pair(df, metric_label, title):
+def _per_pair(df, metric_label, title, limit: str | None = None):
     pairs = [p for p in PAIR_LABELS if p in set(df.pair)]
     fig, axes = plt.subplots(1, len(pairs), figsize=(4.2 * len(pairs), 3.4), sharey=True, squeeze=False)
     for ax, pair in zip(axes[0], pairs, strict=True):
-        _bars(df[df.pair == pair], "batch", "normalized", "system", MAIN_SYSTEMS, ax, metric_label, pair)
+        part = df[df.pair == pair]
+        _bars(part, "batch", "normalized", "system", MAIN_SYSTEMS, ax, metric_label, pair)
+        if limit is not None:  # one value per batch, drawn over the batch's bar group
+            roof = part.groupby("batch")[limit].first()
+            ax.plot(range(len(roof)), roof.to_numpy(), color="k", marker="_", ms=18, lw=1.0, label="physical limit")
+            ax.set_yscale("log")
         ax.set_xlabel("Batch size")
         if ax is not axes[0][-1]:
             ax.get_legend().remove()
-    axes[0][-1].legend(fontsize=7, title=None)
+    axes[0][-1].legend(fontsize=7, title=None, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.suptitle(title, y=1.03)
     return fig
 
 
 def fig12_throughput(ws: Workspace, df: pd.DataFrame):
     del ws
-    return _per_pair(df, "Throughput (norm. to GPU-AD)", "Throughput"), df
+    fig = _per_pair(df, "Throughput (norm. to GPU-AD)", "Throughput (line: physical limit)", "limit_normalized")
+    return fig, df
 
 
 def fig13_energy(ws: Workspace, df: pd.DataFrame):

@@ -66,6 +66,12 @@ def draw_streams(
     for a draft's first token, drawn as logistic noise < log-odds (``logistic_table``); a later token of
     a draft whose previous token was accepted compares the same noise with the log-odds + h (common
     random numbers, so h >= 0 only adds acceptances).
+
+    A calibration that moves the draft's confidence (``calibration.applies_to: confidence``) reports each
+    confidence moved by shift / b in logit space, so the same acceptances sit on the measured calibration
+    curve P(accept | confidence); a later token of a draft is then at logit + h / b
+    (``continuation_boost``, applied by the consumers of draft confidences). With ``acceptance`` the
+    shift moves the curve instead and confidences stay as measured. Acceptance draws are the same either way.
     """
     cond = model.get("confidence_given_previous")
     if cond:
@@ -75,13 +81,20 @@ def draw_streams(
         q_m, lq_m = quantile_table(model["confidence"])
         q_x, lq_x = q_m, lq_m
     j = model["joint"]
-    cal = model.get("calibration", {})
+    cal = model.get("calibration") or {}
     shift = cal.get("shift", 0.0) if shift is None else shift
     h = float(cal.get("draft_continuation", 0.0) if continuation is None else continuation)
+    # a calibration may scale the request-level heterogeneity (adsl.fitting.paper.scaled)
+    scale = float(cal.get("heterogeneity_scale", 1.0))
     rho = float(model.get("confidence_request_effect", {}).get("rho", 0.0))
+    if scale != 1.0:
+        j = {**j, "s": float(j["s"]) * scale}
+        rho = min(rho * scale**2, 0.99)
     # one flat table per quantity: [request level][previous position missed][quantile index]
     remap = request_remap(rho) if rho > 0 else np.arange(1 << QUANTILE_BITS, dtype=np.uint16)[None, :]
     q = np.concatenate([q_m[remap], q_x[remap]], axis=1).ravel()
+    if cal.get("applies_to") == "confidence" and shift:
+        q = special.expit(special.logit(q.astype(np.float64)) + shift / float(j["b"])).astype(np.float32)
     g = np.float32(j["g"])
     # the text-level dependence g is folded into the after-match half (the first position: removed)
     lq = np.concatenate([lq_m[remap] * np.float32(j["b"]) + g, lq_x[remap] * np.float32(j["b"])], axis=1).ravel()
@@ -123,6 +136,23 @@ def draw_streams(
         return conf.T, acc.T
     flags = acc.view(np.uint8) * FIRST | cont.view(np.uint8) * CONTINUED
     return conf.T, flags.T
+
+
+def continuation_boost(model: dict) -> float:
+    """Logit added to the confidence of a draft's later tokens (their predecessor in the same draft
+    accepted): h / b when the calibration moves confidences with acceptance, else 0."""
+    cal = model.get("calibration") or {}
+    if cal.get("applies_to") != "confidence":
+        return 0.0
+    return float(cal.get("draft_continuation", 0.0)) / float(model["joint"]["b"])
+
+
+def later_confidence(conf: np.ndarray, boost: float) -> np.ndarray:
+    """Confidence of a draft's later tokens: logit moved by ``boost`` (the same array when 0)."""
+    if not boost:
+        return conf
+    c = np.clip(conf.astype(np.float64), 1e-7, 1 - 1e-7)
+    return special.expit(special.logit(c) + boost).astype(conf.dtype)
 
 
 def as_flags(acc: np.ndarray) -> np.ndarray:
@@ -192,16 +222,37 @@ def log_running_sums(conf: np.ndarray) -> np.ndarray:
     return np.concatenate([np.zeros((conf.shape[0], 1)), np.cumsum(logc, axis=1)], axis=1)
 
 
-def running_product_lengths(conf: np.ndarray, tau: float, d_max: int) -> np.ndarray:
-    """Vectorized form of adsl.profiling.replay.running_product_lengths for (n, t) streams."""
+def draft_log_products(conf: np.ndarray, boost: float = 0.0):
+    """A function (start, k) -> log of the running product H over the first k tokens of drafts that
+    start at ``start`` (a row vector for every stream, or one column per stream: (n, m)): the first
+    token at its confidence, later ones at ``later_confidence``."""
     n, t = conf.shape
     csum = log_running_sums(conf)
+    later = log_running_sums(later_confidence(conf, boost)) if boost else None
+
+    def at(sums, idx):
+        idx = np.minimum(np.atleast_2d(idx), t)
+        return np.take_along_axis(sums, np.broadcast_to(idx, (n, idx.shape[1])), axis=1)
+
+    def log_h(start, k):
+        if later is None:
+            return at(csum, start + k) - at(csum, start)
+        return at(csum, start + 1) - at(csum, start) + at(later, start + k) - at(later, start + 1)
+
+    return log_h
+
+
+def running_product_lengths(conf: np.ndarray, tau: float, d_max: int, boost: float = 0.0) -> np.ndarray:
+    """Vectorized form of adsl.profiling.replay.running_product_lengths for (n, t) streams; ``boost``:
+    the continuation term of a calibration that moves confidences (``continuation_boost``)."""
+    n, t = conf.shape
+    log_h = draft_log_products(conf, boost)
     log_tau = np.log(tau) if tau > 0 else -np.inf
-    out = np.minimum(d_max, t - np.arange(t))[None, :].repeat(n, axis=0)
+    start = np.arange(t)
+    out = np.minimum(d_max, t - start)[None, :].repeat(n, axis=0)
     decided = np.zeros((n, t), dtype=bool)
     for k in range(1, d_max + 1):
-        end = np.minimum(np.arange(t) + k, t)
-        below = (csum[:, end] - csum[:, :t] < log_tau) & (np.arange(t) + k <= t) & ~decided
+        below = (log_h(start, k) < log_tau) & (start + k <= t) & ~decided
         out = np.where(below, k, out)
         decided |= below
     return out

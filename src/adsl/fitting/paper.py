@@ -12,14 +12,61 @@ decline with d, and the paper's Fig. 4a declines more slowly than any shift of o
 error 0.06-0.07). h is shared by the pair's categories, so the pair gets one shape and each category
 one level: 4 numbers for the 9 Fig. 4a values. Both are chosen by least squares on streams drawn with
 fixed seeds (common random numbers, so the loss is smooth in both).
+
+Consistency (``applies_to: confidence``, the default): the draft of the paper's pair is taken to be as
+well calibrated as the measured one, so shift and h move its confidences (by shift / b and h / b in
+logit space) and acceptance follows through the measured curve P(accept | confidence); a category the
+pair accepts more gets a more confident draft and longer adaptive drafts. ``acceptance`` moves the curve
+and keeps the measured confidences (the previous model). Moving the level moves requests along the
+sigmoid, which widens or narrows the spread of their acceptance rates; with ``spread_targets`` each
+category also gets one heterogeneity scale (the request effect's sd and the confidence copula's
+between-request share, by one factor) so the per-request spread stays the measured one. All of these are
+fitted to Fig. 4a and to our own profile, nothing else.
 """
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 from scipy import optimize
 
-from adsl.fitting.generator import acceptance_rate, draw_streams
+from adsl.fitting.generator import FIRST, acceptance_rate, draw_streams
+
+SPREAD_POSITIONS = 128  # positions per request for the per-request rate spread (the profile's minimum)
+
+
+def scaled(model: dict, scale: float) -> dict:
+    """The model with its request-level heterogeneity scaled: the acceptance random effect's sd by
+    ``scale`` and the confidence copula's between-request share by scale^2."""
+    out = copy.deepcopy(model)
+    out["joint"]["s"] = float(model["joint"]["s"]) * scale
+    if "confidence_request_effect" in out:
+        rho = float(out["confidence_request_effect"].get("rho", 0.0))
+        out["confidence_request_effect"]["rho"] = min(rho * scale**2, 0.99)
+    return out
+
+
+def request_rate_sd(model: dict, shift: float, continuation: float, n: int, seed: int) -> float:
+    """Spread (sd) of per-request acceptance rates: the share of a request's ``SPREAD_POSITIONS``
+    positions whose draft token the target accepts (as a draft's first token, as the profile measures)."""
+    _, acc = draw_streams(model, n, SPREAD_POSITIONS, np.random.default_rng(seed), shift=shift, continuation=continuation)
+    first = acc if acc.dtype == bool else (acc & FIRST) != 0
+    return float(first.mean(axis=1).std())
+
+
+def _fit_scale(model, target_sd, shift, continuation, n, seed) -> float:
+    """Heterogeneity scale in [0, 3] giving the target spread (the nearer bound when out of reach)."""
+
+    def gap(scale):
+        return request_rate_sd(scaled(model, scale), shift, continuation, n, seed) - target_sd
+
+    lo, hi = 0.0, 3.0
+    if gap(lo) >= 0:
+        return lo
+    if gap(hi) <= 0:
+        return hi
+    return float(optimize.brentq(gap, lo, hi, xtol=1e-3))
 
 
 def rates_for_shift(
@@ -73,9 +120,15 @@ def calibrate_pair(
     seed: int = 0,
     continuation: float | str = "fit",
     bounds: tuple[float, float] = (0.0, 8.0),
+    applies_to: str = "confidence",
+    spread_targets: dict[str, float] | None = None,
 ) -> dict[str, dict]:
     """Per-category calibrations sharing one h: fitted within ``bounds`` ("fit") or given (a number).
+    ``spread_targets``: per category, the measured sd of per-request acceptance rates to keep (each
+    category's heterogeneity scale and shift are then refitted twice in turn at the pair's h).
     Returns {category: calibration}; each carries the pair-level h and the joint loss."""
+    if applies_to not in ("confidence", "acceptance"):
+        raise ValueError(f"calibration applies_to must be 'confidence' or 'acceptance', got {applies_to!r}")
     cats = sorted(targets)
 
     def shifts(h):
@@ -89,12 +142,25 @@ def calibrate_pair(
     else:
         h = float(continuation)
     fitted = shifts(h)
+    scale = dict.fromkeys(cats, 1.0)
+    for c in cats if spread_targets else []:
+        for _ in range(2):  # the spread depends on the level and the level a little on the spread
+            scale[c] = _fit_scale(models[c], spread_targets[c], fitted[c][0], h, n, seed)
+            fitted[c] = _fit_shift(scaled(models[c], scale[c]), targets[c], n, t, seed, h)
     loss = sum(v[1] for v in fitted.values())
-    return {
-        c: {
-            **_summary(models[c], targets[c], fitted[c][0], n, t, seed, h),
+    out = {}
+    for c in cats:
+        m = scaled(models[c], scale[c])
+        out[c] = {
+            **_summary(m, targets[c], fitted[c][0], n, t, seed, h),
             "pair_loss": loss,
             "draft_continuation_source": "fitted jointly to all categories" if continuation == "fit" else "given",
+            "applies_to": applies_to,
+            "heterogeneity_scale": scale[c],
+            "request_rate_sd": {
+                "measured": None if spread_targets is None else float(spread_targets[c]),
+                "model": request_rate_sd(m, fitted[c][0], h, n, seed),
+                "unscaled_model": request_rate_sd(models[c], fitted[c][0], h, n, seed),
+            },
         }
-        for c in cats
-    }
+    return out

@@ -24,6 +24,13 @@ def greedy_sequences(profile: Profile, category: str, requests: list[int] | None
     return [g.draft_top1.to_numpy() for g in groups], [g.match.to_numpy() for g in groups]
 
 
+def request_rate_sd(profile: Profile, category: str, positions: int = 128) -> float:
+    """Spread (sd) of the per-request acceptance rates of a category: the share of each greedy request's
+    first ``positions`` teacher-forced positions where the draft's token is the target's."""
+    _, match = greedy_sequences(profile, category)
+    return float(np.std([np.mean(m[:positions]) for m in match]))
+
+
 def by_previous_match(conf: list[np.ndarray], match: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Confidences at positions that follow a match and at positions that follow a miss (a request's
     first position counts as following a match)."""

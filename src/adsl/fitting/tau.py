@@ -10,22 +10,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from adsl.fitting.generator import fixed_lengths, log_running_sums, replay_lengths, running_product_lengths
+from adsl.fitting.generator import draft_log_products, fixed_lengths, replay_lengths, running_product_lengths
 
 
-def running_products(conf: np.ndarray, acc: np.ndarray, d_max: int):
-    """H_j and pass/fail for every drafted position of fixed-d_max speculative decoding."""
+def running_products(conf: np.ndarray, acc: np.ndarray, d_max: int, boost: float = 0.0):
+    """H_j and pass/fail for every drafted position of fixed-d_max speculative decoding (``boost``: the
+    later tokens' confidence term, ``adsl.fitting.generator.continuation_boost``)."""
     n, t = conf.shape
     r = replay_lengths(acc, fixed_lengths(acc.shape, d_max))
-    csum = log_running_sums(conf)
+    log_h = draft_log_products(conf, boost)
     h, passed = [], []
     pos = np.zeros(n, dtype=np.int64)
-    rows = np.arange(n)
     for step in range(r["drafted"].shape[0]):
         ok = r["valid"][step]
         for j in range(1, d_max + 1):
-            end = np.minimum(pos + j, t)
-            h.append(np.exp(csum[rows, end] - csum[rows, np.minimum(pos, t)])[ok])
+            h.append(np.exp(log_h(pos[:, None], j)[:, 0])[ok])
             passed.append((r["accepted"][step] >= j)[ok])
         pos = np.where(ok, pos + r["accepted"][step] + 1, t)
     return np.concatenate(h), np.concatenate(passed)
@@ -44,11 +43,11 @@ def success_curve(h: np.ndarray, passed: np.ndarray, bins: int = 20) -> dict:
     }
 
 
-def mean_draft(conf: np.ndarray, tau: float, d_max: int) -> float:
-    return float(running_product_lengths(conf, tau, d_max).mean())
+def mean_draft(conf: np.ndarray, tau: float, d_max: int, boost: float = 0.0) -> float:
+    return float(running_product_lengths(conf, tau, d_max, boost).mean())
 
 
-def success_at(conf, acc, tau, d_max) -> tuple[float, float]:
+def success_at(conf, acc, tau, d_max, boost: float = 0.0) -> tuple[float, float]:
     """(success rate, acceptance) of drafting with the running-product rule at ``tau``.
 
     Success rate: accepted / drafted over the tokens drafted with H >= tau, the region the success
@@ -56,14 +55,12 @@ def success_at(conf, acc, tau, d_max) -> tuple[float, float]:
     rule can only stop after seeing its probability) and verified, so the acceptance (accepted /
     drafted over every drafted token) is lower; it is reported beside it."""
     n, t = conf.shape
-    lengths = running_product_lengths(conf, tau, d_max)
+    lengths = running_product_lengths(conf, tau, d_max, boost)
     r = replay_lengths(acc, lengths)
     v = r["valid"]
-    csum = log_running_sums(conf)
-    rows = np.arange(n)[None, :]
-    start = np.minimum(r["start"], t - 1)
-    end = np.minimum(start + r["drafted"], t)
-    crossed = (csum[rows, end] - csum[rows, start] < (np.log(tau) if tau > 0 else -np.inf)) & (r["drafted"] > 0)
+    start = np.minimum(r["start"], t - 1).T  # (n, steps)
+    log_h = draft_log_products(conf, boost)(start, r["drafted"].T).T
+    crossed = (log_h < (np.log(tau) if tau > 0 else -np.inf)) & (r["drafted"] > 0)
     kept = r["drafted"] - crossed
     success = np.minimum(r["accepted"], kept)[v].sum() / max(kept[v].sum(), 1)
     acceptance = r["accepted"][v].sum() / max(r["drafted"][v].sum(), 1)
@@ -71,16 +68,22 @@ def success_at(conf, acc, tau, d_max) -> tuple[float, float]:
 
 
 def calibrate_tau(
-    conf: np.ndarray, acc: np.ndarray, d_max: int = 16, window: float = 0.2, target: float = 0.9, grid: int = 21
+    conf: np.ndarray,
+    acc: np.ndarray,
+    d_max: int = 16,
+    window: float = 0.2,
+    target: float = 0.9,
+    grid: int = 21,
+    boost: float = 0.0,
 ) -> dict:
-    h, passed = running_products(conf, acc, d_max)
+    h, passed = running_products(conf, acc, d_max, boost)
     curve = success_curve(h, passed)
     best = None
     for lo in np.round(np.arange(0.0, 1.0 - window + 1e-9, 0.05), 10):
         sel = (h >= lo) & (h <= lo + window)
         if sel.sum() < 20 or passed[sel].mean() < target:
             continue
-        avg = mean_draft(conf, lo, d_max)
+        avg = mean_draft(conf, lo, d_max, boost)
         if best is None or avg > best[1]:
             best = (lo, avg)
     if best is None:
@@ -88,8 +91,8 @@ def calibrate_tau(
     lo = best[0]
     cands = []
     for tau in np.linspace(lo, lo + window, grid):
-        s, a = success_at(conf, acc, tau, d_max)
-        cands.append((tau, s, mean_draft(conf, tau, d_max), a))
+        s, a = success_at(conf, acc, tau, d_max, boost)
+        cands.append((tau, s, mean_draft(conf, tau, d_max, boost), a))
     feasible = [c for c in cands if c[1] >= target]
     tau, s, avg, a = max(feasible, key=lambda c: c[2]) if feasible else max(cands, key=lambda c: c[1])
     return {

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from adsl.perf.hardware import SystemSpec
-from adsl.perf.models import Pair
+from adsl.perf.models import ModelSpec, Pair
 from adsl.perf.operators import decoder_ops
 
 FAMILIES = {"attention": ("attn_score", "attn_context"), "fc": ("qkv", "out_proj", "ffn_up", "ffn_gate", "ffn_down")}
@@ -20,6 +20,19 @@ def device_rooflines(system: SystemSpec) -> dict[str, tuple[float, float]]:
         "GPU": (system.gpu.peak_flops, system.weight_bw_bytes_s),
         "PIM": (pim.pe_flops * s, pim.internal_bw_bytes_s * s),
     }
+
+
+def throughput_limit(model: ModelSpec, systems: list[SystemSpec], batch, tokens_per_step: int) -> np.ndarray:
+    """The largest decode throughput (tokens/s) any of ``systems`` could reach for ``model``: every token
+    costs its FC FLOPs (decoder linear layers + LM head) at the GPUs' peak x eta_compute, and a step
+    that emits at most ``tokens_per_step`` tokens per request (d + 1 for speculative decoding) reads
+    the weights once at the GPUs' weight bandwidth x eta_memory; the best of the systems on each term."""
+    flops = 2.0 * model.params  # multiply-adds of every weight, once per token
+    compute = max(s.gpus * s.gpu.peak_flops * s.gpu.eta_compute for s in systems)
+    stream = max(s.gpus * s.weight_bw_bytes_s * s.gpu.eta_memory for s in systems)
+    tokens = np.asarray(batch, dtype=float) * tokens_per_step
+    step = np.maximum(tokens * flops / compute, model.params * model.bytes_per_param / stream)
+    return tokens / step
 
 
 def attainable(peak: float, bw: float, intensity) -> np.ndarray:

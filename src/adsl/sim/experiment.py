@@ -8,8 +8,15 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from adsl.fitting.generator import as_flags, draw_streams, running_product_lengths
+from adsl.fitting.generator import (
+    as_flags,
+    continuation_boost,
+    draw_streams,
+    later_confidence,
+    running_product_lengths,
+)
 from adsl.fitting.modelfile import read_model
+from adsl.config import experiment_simulation
 from adsl.sim.batching import Batching
 from adsl.sim.engine import check_memory, memory_need, simulate
 from adsl.sim.pools import simulate_pooled
@@ -19,7 +26,9 @@ STREAM_SLACK = 64  # stream positions beyond the output length: the largest draf
 
 
 def request_streams(models: dict[str, dict], categories: list[str], replicas: int, batch: int, t: int, seed: int):
-    """(replicas, batch, t) acceptance streams; request i belongs to categories[i % len]."""
+    """(replicas, batch, t) draft confidences (a draft's first token), the confidences of a draft's later
+    tokens (``later_confidence``: the same values unless a calibration moves them) and acceptance
+    streams; request i belongs to categories[i % len]."""
     rng = np.random.default_rng(seed)
     drawn = {
         c: (idx, *draw_streams(models[c], replicas * idx.size, t, rng))
@@ -29,10 +38,12 @@ def request_streams(models: dict[str, dict], categories: list[str], replicas: in
     flagged = any(a.dtype != bool for _, _, a in drawn.values())
     acc = np.empty((replicas, batch, t), dtype=np.uint8 if flagged else bool)
     conf = np.empty((replicas, batch, t), dtype=np.float32)
-    for idx, cf, a in drawn.values():
+    later = np.empty((replicas, batch, t), dtype=np.float32)
+    for c, (idx, cf, a) in drawn.items():
         acc[:, idx, :] = (as_flags(a) if flagged else a).reshape(replicas, idx.size, t)
         conf[:, idx, :] = cf.reshape(replicas, idx.size, t)
-    return conf, acc
+        later[:, idx, :] = later_confidence(cf, continuation_boost(models[c])).reshape(replicas, idx.size, t)
+    return conf, later, acc
 
 
 def request_categories(categories: list[str], batch: int) -> dict[str, np.ndarray]:
@@ -41,13 +52,17 @@ def request_categories(categories: list[str], batch: int) -> dict[str, np.ndarra
     return {c: np.flatnonzero(cats == c) for c in categories if (cats == c).any()}
 
 
-def adaptive_lengths(conf: np.ndarray, categories: list[str], taus: dict[str, float], d_max: int) -> np.ndarray:
-    """Per-position draft lengths of the running-product rule, with each request's category's tau."""
+def adaptive_lengths(
+    conf: np.ndarray, categories: list[str], taus: dict[str, float], d_max: int, boosts: dict[str, float] | None = None
+) -> np.ndarray:
+    """Per-position draft lengths of the running-product rule, with each request's category's tau (and
+    the category's later-token confidence term, ``continuation_boost``)."""
     x, b, t = conf.shape
     out = np.empty((x, b, t), dtype=np.int64)
     for c, idx in request_categories(categories, b).items():
         sub = conf[:, idx, :].reshape(-1, t)
-        out[:, idx, :] = running_product_lengths(sub, taus[c], d_max).reshape(x, idx.size, t)
+        boost = (boosts or {}).get(c, 0.0)
+        out[:, idx, :] = running_product_lengths(sub, taus[c], d_max, boost).reshape(x, idx.size, t)
     return out
 
 
@@ -68,8 +83,10 @@ def run_point(
     models: dict,
     memory_check: str = "error",
     taus: dict[str, float] | None = None,
+    sim: dict | None = None,
 ) -> dict:
-    sim = ws.config["simulation"]
+    """One configuration point; ``sim``: the simulation settings (default: the configuration's)."""
+    sim = sim or ws.config["simulation"]
     pair = ws.models.pair(pair_name)
     ctx = Context(
         ws.hardware,
@@ -98,7 +115,7 @@ def run_point(
         if d > STREAM_SLACK:
             raise ValueError(f"draft length {d} > {STREAM_SLACK} is not supported")
         t = int(out.max()) + STREAM_SLACK + 1
-        conf, acc = request_streams(models, sim["categories"], x, n, t, ws.config["seed"] + batch)
+        conf, later, acc = request_streams(models, sim["categories"], x, n, t, ws.config["seed"] + batch)
     lengths = None
     if setup.policy == "running_product":
         if taus is None:
@@ -107,10 +124,11 @@ def run_point(
         light = sim["tau_light_load"]
         if batch <= light["batch_at_most"]:  # lightly loaded: longer drafts use the idle parallelism
             taus = {c: t * light["factor"] for c, t in taus.items()}
-        lengths = adaptive_lengths(conf, sim["categories"], taus, 2 * d if setup.pool_tokens else d)
+        boosts = {c: continuation_boost(m) for c, m in models.items()}
+        lengths = adaptive_lengths(conf, sim["categories"], taus, 2 * d if setup.pool_tokens else d, boosts)
     prompts = np.full((x, n), float(prompt))
     if setup.pool_tokens:
-        res = simulate_pooled(setup, pair, prompts, out, acc, conf, lengths, serving)
+        res = simulate_pooled(setup, pair, prompts, out, acc, conf, lengths, serving, later)
     else:
         res = simulate(setup, pair, prompts, out, acc, lengths, serving)
     # busy time sums every stage's work; stages run on different devices side by side
@@ -172,7 +190,7 @@ def run_experiment(
     """``model_paths``: pair -> category -> acceptance-model file; ``taus``: pair -> category -> tau
     (needed by the adaptive systems)."""
     exp = ws.config["simulation"]["experiments"][name]
-    sim = ws.config["simulation"]
+    sim = experiment_simulation(ws.config, name)
     rows = []
     for pair in experiment_pairs(exp):
         models = {c: read_model(p) for c, p in model_paths[pair].items()}
@@ -184,7 +202,7 @@ def run_experiment(
             exp.get("seq_lens") or [seq_default],
         ):
             tau = (taus or {}).get(pair)
-            point = run_point(ws, pair, system, batch, d, seq, models, exp.get("memory_check", "error"), tau)
+            point = run_point(ws, pair, system, batch, d, seq, models, exp.get("memory_check", "error"), tau, sim)
             rows.append(point | {"experiment": name})
     df = pd.DataFrame(rows)
     # AD rows do not depend on d: keep one per (pair, system, batch, seq_len)

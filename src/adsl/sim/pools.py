@@ -77,11 +77,20 @@ def pool_admit(want: np.ndarray, conf_window, queries: np.ndarray, capacity: int
 
 
 def simulate_pooled(
-    setup: Setup, pair, prompt_len, output_len, accept, confidence, tau_lengths, serving: Continuous | None = None
+    setup: Setup,
+    pair,
+    prompt_len,
+    output_len,
+    accept,
+    confidence,
+    tau_lengths,
+    serving: Continuous | None = None,
+    confidence_later=None,
 ) -> dict:
     """``tau_lengths`` (X, N, T): draft length of the running-product rule from each position, capped
     at 2 d + 1 (an eager request may draft d + 1 tokens beyond a d-token pool entry). ``serving`` as in
-    ``adsl.sim.engine.simulate`` (None: one static batch of the N requests)."""
+    ``adsl.sim.engine.simulate`` (None: one static batch of the N requests). ``confidence_later``: the
+    confidences of a draft's later tokens where a calibration moves them (default: ``confidence``)."""
     prompt = np.asarray(prompt_len, dtype=float)
     out = np.asarray(output_len, dtype=np.int64)
     x, n_req = out.shape
@@ -110,7 +119,12 @@ def simulate_pooled(
         full_len = lengths[xi, req, pos]
 
         def conf_w(req=req, pos=pos):
-            return confidence[xi[..., None], req[..., None], pos[..., None] + win]
+            at = (xi[..., None], req[..., None], pos[..., None] + win)
+            if confidence_later is None:
+                return confidence[at]
+            window = confidence_later[at]  # a draft's later tokens; its first at its own confidence
+            window[..., 0] = confidence[xi, req, pos]
+            return window
 
         if eager:
             fresh = np.where(active & ~ready, np.minimum(full_len, d), 0)

@@ -1,0 +1,45 @@
+"""How the serving model changes the answer: continuous vs static batching per system."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+from adsl.figures.evaluation import MAIN_SYSTEMS, PAIR_LABELS
+from adsl.workspace import Workspace
+
+
+def batching_table(ws: Workspace, continuous: str, static: str) -> pd.DataFrame:
+    """Throughput of every (pair, system, batch) with continuous and with static batching, and the gain
+    (continuous / static); the continuous run's measured window beside it."""
+    del ws
+    keys = ["pair", "system", "batch"]
+    cont = pd.read_parquet(continuous).set_index(keys)
+    stat = pd.read_parquet(static).set_index(keys)
+    out = pd.DataFrame(
+        {
+            "continuous_tok_s": cont.throughput_tok_s,
+            "continuous_ci95": cont.throughput_ci95,
+            "static_tok_s": stat.throughput_tok_s.reindex(cont.index),
+            "window_start_s": cont.window_start_s,
+            "window_end_s": cont.window_end_s,
+        }
+    ).reset_index()
+    out["gain"] = out.continuous_tok_s / out.static_tok_s
+    return out.sort_values(keys).reset_index(drop=True)
+
+
+def batching_static_vs_continuous(ws: Workspace, df: pd.DataFrame):
+    del ws
+    pairs = [p for p in PAIR_LABELS if p in set(df.pair)]
+    fig, axes = plt.subplots(1, len(pairs), figsize=(4.2 * len(pairs), 3.4), sharey=True, squeeze=False)
+    for ax, pair in zip(axes[0], pairs, strict=True):
+        sns.barplot(data=df[df.pair == pair], x="batch", y="gain", hue="system", hue_order=MAIN_SYSTEMS, ax=ax)
+        ax.axhline(1.0, color="0.3", lw=0.8, ls="--")
+        ax.set(xlabel="Batch size", ylabel="Throughput, continuous / static batching", title=pair)
+        if ax is not axes[0][-1]:
+            ax.get_legend().remove()
+    axes[0][-1].legend(fontsize=7, title=None, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.suptitle("Gain from continuous batching (slots refilled from a queue)", y=1.03)
+    return fig, df
