@@ -34,7 +34,14 @@ def _calibrated(measured, applies_to):
     model, cats, profile, targets = measured
     spreads = {c: request_rate_sd(profile, c) for c in cats}
     cal = calibrate_pair(
-        dict.fromkeys(cats, model), targets, 600, 128, 3, continuation=1.0, applies_to=applies_to, spread_targets=spreads
+        dict.fromkeys(cats, model),
+        targets,
+        600,
+        128,
+        3,
+        continuation=1.0,
+        applies_to=applies_to,
+        spread_targets=spreads,
     )
     models = [{**model, "pair": "P", "category": c, "calibration": cal[c]} for c in cats]
     rows = []

@@ -36,7 +36,8 @@ def fig12_table(ws: Workspace, experiment: str) -> pd.DataFrame:
     systems = [ws.hardware.system(sim["systems"][k]) for k in ("gpu_system", "pim_system", "saddle_system")]
     k = sim["draft_length"] + 1
     out["limit_tok_s"] = [
-        float(throughput_limit(ws.models.pair(p).target, systems, b, k)) for p, b in zip(out.pair, out.batch, strict=True)
+        float(throughput_limit(ws.models.pair(p).target, systems, b, k))
+        for p, b in zip(out.pair, out.batch, strict=True)
     ]
     ad = df[df.system == "GPU-AD"].set_index(["pair", "batch"]).throughput_tok_s
     out["limit_normalized"] = out.limit_tok_s / [ad[(p, b)] for p, b in zip(out.pair, out.batch, strict=True)]

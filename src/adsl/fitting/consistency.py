@@ -108,7 +108,10 @@ def check_models(
     out["request_rate_sd_ratio"] = out.request_rate_sd_model / out.request_rate_sd_measured
     ranks = out.groupby("pair")[["acceptance_d8", "mean_draft"]].rank(method="first")
     out["rank_acceptance"], out["rank_mean_draft"] = ranks.acceptance_d8.astype(int), ranks.mean_draft.astype(int)
-    out["ranks_agree"] = out.groupby("pair").apply(
-        lambda g: bool((g.rank_acceptance == g.rank_mean_draft).all()), include_groups=False
-    ).reindex(out.pair).to_numpy()
+    out["ranks_agree"] = (
+        out.groupby("pair")
+        .apply(lambda g: bool((g.rank_acceptance == g.rank_mean_draft).all()), include_groups=False)
+        .reindex(out.pair)
+        .to_numpy()
+    )
     return out.sort_values(["pair", "category"]).reset_index(drop=True), pd.concat(curves, ignore_index=True)

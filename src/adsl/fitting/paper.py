@@ -50,7 +50,9 @@ def scaled(model: dict, scale: float) -> dict:
 def request_rate_sd(model: dict, shift: float, continuation: float, n: int, seed: int) -> float:
     """Spread (sd) of per-request acceptance rates: the share of a request's ``SPREAD_POSITIONS``
     positions whose draft token the target accepts (as a draft's first token, as the profile measures)."""
-    _, acc = draw_streams(model, n, SPREAD_POSITIONS, np.random.default_rng(seed), shift=shift, continuation=continuation)
+    _, acc = draw_streams(
+        model, n, SPREAD_POSITIONS, np.random.default_rng(seed), shift=shift, continuation=continuation
+    )
     first = acc if acc.dtype == bool else (acc & FIRST) != 0
     return float(first.mean(axis=1).std())
 

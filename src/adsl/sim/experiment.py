@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from adsl.config import experiment_simulation
 from adsl.fitting.generator import (
     as_flags,
     continuation_boost,
@@ -16,7 +17,6 @@ from adsl.fitting.generator import (
     running_product_lengths,
 )
 from adsl.fitting.modelfile import read_model
-from adsl.config import experiment_simulation
 from adsl.sim.batching import Batching
 from adsl.sim.engine import check_memory, memory_need, simulate
 from adsl.sim.pools import simulate_pooled
