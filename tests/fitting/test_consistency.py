@@ -24,7 +24,7 @@ def measured():
     profile = synthetic_profile(dict.fromkeys(cats, model), n_requests=120, t=128, seed=1)
     # the paper pair accepts open_qa more than summarization: one level down, one up, with h = 1
     targets = {
-        c: dict(zip((4, 8, 12), rates_for_shift(model, s, (4, 8, 12), 600, 128, 3, continuation=1.0), strict=True))
+        c: dict(zip((4, 8, 12), rates_for_shift(model, s, (4, 8, 12), 600, 128, 3, 1.0, "confidence"), strict=True))
         for c, s in zip(cats, (-1.0, 0.8), strict=True)
     }
     return model, cats, profile, targets

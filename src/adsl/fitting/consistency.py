@@ -5,8 +5,10 @@ measured model was fitted on:
 
 - curve: P(accept | confidence) of the tokens the calibrated model drafts (fixed d, a draft's first
   token at its confidence, later ones at ``later_confidence``, verified tokens only) against the
-  measured teacher-forced P(match | draft confidence), in confidence bins of width 0.1 holding at least
-  ``MIN_MEASURED`` measured positions and ``MIN_MODEL`` drafted tokens; the largest gap is reported;
+  measured teacher-forced P(match | draft confidence), in bins one logit wide (confidences pile up near
+  1, so equal-width bins would put most data in one) compared where the measured frequency is known to
+  +-0.05 (95 % binomial half-width) and the model drafted ``MIN_MODEL`` tokens; the largest gap is
+  reported;
 - ranking: within a pair, categories ordered by mean adaptive draft length (tau.csv) and by accepted /
   drafted at d = 8 must agree;
 - spread: sd of per-request acceptance rates (128 positions), model beside measured.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from scipy import special
 
 from adsl.fitting.generator import (
     FIRST,
@@ -30,8 +33,8 @@ from adsl.fitting.paper import SPREAD_POSITIONS
 from adsl.fitting.pipeline import greedy_sequences, request_rate_sd
 from adsl.profiling.traces import Profile
 
-BIN_WIDTH = 0.1
-MIN_MEASURED = 400  # binomial sd of a bin frequency <= 0.025: a 0.05 gap is two of them
+BIN_LOGITS = np.arange(-4.0, 9.0)  # bin edges in logit(confidence), plus 0 and 1
+TOLERANCE = 0.05
 MIN_MODEL = 1000
 
 
@@ -54,21 +57,23 @@ def drafted_tokens(conf: np.ndarray, later: np.ndarray, acc: np.ndarray, d: int)
 
 def curve_rows(measured: tuple[np.ndarray, np.ndarray], model: tuple[np.ndarray, np.ndarray]) -> pd.DataFrame:
     """Binned P(accept | confidence), measured beside model, with counts."""
-    edges = np.linspace(0.0, 1.0, int(round(1 / BIN_WIDTH)) + 1)
+    edges = np.concatenate([[0.0], special.expit(BIN_LOGITS), [1.0]])
     rows = []
     for lo, hi in zip(edges[:-1], edges[1:], strict=True):
         (mc, mm), (gc, gm) = measured, model
         sm = (mc >= lo) & ((mc < hi) | (hi == 1.0))
         sg = (gc >= lo) & ((gc < hi) | (hi == 1.0))
+        p, n = (float(mm[sm].mean()), int(sm.sum())) if sm.any() else (np.nan, 0)
+        known = n > 0 and 1.96 * np.sqrt(max(p * (1 - p), 1.0 / n) / n) <= TOLERANCE
         rows.append(
             dict(
                 conf_lo=lo,
                 conf_hi=hi,
-                measured=float(mm[sm].mean()) if sm.any() else np.nan,
+                measured=p,
                 model=float(gm[sg].mean()) if sg.any() else np.nan,
                 measured_count=int(sm.sum()),
                 model_count=int(sg.sum()),
-                compared=bool(sm.sum() >= MIN_MEASURED and sg.sum() >= MIN_MODEL),
+                compared=bool(known and sg.sum() >= MIN_MODEL),
             )
         )
     return pd.DataFrame(rows)

@@ -43,17 +43,27 @@ def logistic_table() -> np.ndarray:
     return special.logit((np.arange(size) + 0.5) / size).astype(np.float32)
 
 
-def quantile_table(confidence: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Mid-point quantiles of the selected confidence distribution (values and their logits)."""
+def quantile_table(confidence: dict, warp: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Mid-point quantiles of the selected confidence distribution (values and their logits). ``warp``
+    moves probability mass along the distribution: quantile u is read at expit(logit(u) + warp), so
+    a positive warp gives more of the confident tokens and fewer of the unsure ones (values unchanged)."""
     size = 1 << QUANTILE_BITS
     u = (np.arange(size) + 0.5) / size
+    if warp:
+        u = special.expit(special.logit(u) + warp)
     sel = confidence["selected"]
     q = np.clip(confidence_ppf(sel, confidence["candidates"][sel]["params"], u), 1e-6, 1 - 1e-6)
     return q.astype(np.float32), special.logit(q).astype(np.float32)
 
 
 def draw_streams(
-    model: dict, n: int, t: int, rng: np.random.Generator, shift: float | None = None, continuation: float | None = None
+    model: dict,
+    n: int,
+    t: int,
+    rng: np.random.Generator,
+    shift: float | None = None,
+    continuation: float | None = None,
+    applies_to: str | None = None,
 ):
     """(confidence, accepted) arrays of shape (n, t), float32 and bool (uint8 flags when the
     within-draft continuation term h is not 0), from one seeded generator.
@@ -62,27 +72,29 @@ def draw_streams(
     the distribution fitted after a match or after a miss when the model has both
     (``confidence_given_previous``), else in the overall one; with ``confidence_request_effect`` the
     indices of each request are first moved to its own level (``request_remap``).
-    Accepted: Bernoulli(sigmoid(a + shift + b logit(c) + g accepted_prev + z_request)), z ~ N(0, s^2),
-    for a draft's first token, drawn as logistic noise < log-odds (``logistic_table``); a later token of
-    a draft whose previous token was accepted compares the same noise with the log-odds + h (common
+    Accepted: Bernoulli(sigmoid(a + b logit(c) + g accepted_prev + z_request)), z ~ N(0, s^2), for a
+    draft's first token, drawn as logistic noise < log-odds (``logistic_table``); a later token of a
+    draft whose previous token was accepted compares the same noise with the log-odds + h (common
     random numbers, so h >= 0 only adds acceptances).
 
-    A calibration that moves the draft's confidence (``calibration.applies_to: confidence``) reports each
-    confidence moved by shift / b in logit space, so the same acceptances sit on the measured calibration
-    curve P(accept | confidence); a later token of a draft is then at logit + h / b
-    (``continuation_boost``, applied by the consumers of draft confidences). With ``acceptance`` the
-    shift moves the curve instead and confidences stay as measured. Acceptance draws are the same either way.
+    The calibration's ``shift`` (``applies_to``, default from the model's calibration): ``confidence``
+    moves the draft's confidence distribution (``quantile_table``'s warp: more confident tokens where the
+    pair accepts more) and acceptance follows the measured curve P(accept | confidence); later tokens of
+    a draft are then at logit + h / b (``continuation_boost``, applied by the consumers of confidences).
+    ``acceptance`` adds the shift to the curve's intercept and leaves the measured confidences.
     """
-    cond = model.get("confidence_given_previous")
-    if cond:
-        q_m, lq_m = quantile_table(cond["after_match"])
-        q_x, lq_x = quantile_table(cond["after_miss"])
-    else:
-        q_m, lq_m = quantile_table(model["confidence"])
-        q_x, lq_x = q_m, lq_m
-    j = model["joint"]
     cal = model.get("calibration") or {}
     shift = cal.get("shift", 0.0) if shift is None else shift
+    mode = applies_to or cal.get("applies_to", "acceptance")
+    warp, shift = (shift, 0.0) if mode == "confidence" else (0.0, shift)
+    cond = model.get("confidence_given_previous")
+    if cond:
+        q_m, lq_m = quantile_table(cond["after_match"], warp)
+        q_x, lq_x = quantile_table(cond["after_miss"], warp)
+    else:
+        q_m, lq_m = quantile_table(model["confidence"], warp)
+        q_x, lq_x = q_m, lq_m
+    j = model["joint"]
     h = float(cal.get("draft_continuation", 0.0) if continuation is None else continuation)
     # a calibration may scale the request-level heterogeneity (adsl.fitting.paper.scaled)
     scale = float(cal.get("heterogeneity_scale", 1.0))
@@ -93,8 +105,6 @@ def draw_streams(
     # one flat table per quantity: [request level][previous position missed][quantile index]
     remap = request_remap(rho) if rho > 0 else np.arange(1 << QUANTILE_BITS, dtype=np.uint16)[None, :]
     q = np.concatenate([q_m[remap], q_x[remap]], axis=1).ravel()
-    if cal.get("applies_to") == "confidence" and shift:
-        q = special.expit(special.logit(q.astype(np.float64)) + shift / float(j["b"])).astype(np.float32)
     g = np.float32(j["g"])
     # the text-level dependence g is folded into the after-match half (the first position: removed)
     lq = np.concatenate([lq_m[remap] * np.float32(j["b"]) + g, lq_x[remap] * np.float32(j["b"])], axis=1).ravel()

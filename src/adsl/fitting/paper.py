@@ -14,10 +14,14 @@ one level: 4 numbers for the 9 Fig. 4a values. Both are chosen by least squares 
 fixed seeds (common random numbers, so the loss is smooth in both).
 
 Consistency (``applies_to: confidence``, the default): the draft of the paper's pair is taken to be as
-well calibrated as the measured one, so shift and h move its confidences (by shift / b and h / b in
-logit space) and acceptance follows through the measured curve P(accept | confidence); a category the
-pair accepts more gets a more confident draft and longer adaptive drafts. ``acceptance`` moves the curve
-and keeps the measured confidences (the previous model). Moving the level moves requests along the
+well calibrated as the measured one, so the per-category level moves its confidence distribution (more
+or fewer confident tokens: a warp of the quantiles, values as measured) and acceptance follows through
+the measured curve P(accept | confidence); the pair's h also raises a draft's later tokens' confidence
+by h / b in logit space. A category the pair accepts more gets a more confident draft and longer
+adaptive drafts. ``acceptance`` moves the curve's intercept instead and keeps the measured confidences
+(the previous model). A uniform logit shift of every confidence was tried too: it keeps the bimodal
+shape of our summarization profile (copied text at confidence ~1), so that category kept drafting
+longest while accepting least; moving the share of confident tokens fits Fig. 4a closer as well. Moving the level moves requests along the
 sigmoid, which widens or narrows the spread of their acceptance rates; with ``spread_targets`` each
 category also gets one heterogeneity scale (the request effect's sd and the confidence copula's
 between-request share, by one factor) so the per-request spread stays the measured one. All of these are
@@ -47,21 +51,22 @@ def scaled(model: dict, scale: float) -> dict:
     return out
 
 
-def request_rate_sd(model: dict, shift: float, continuation: float, n: int, seed: int) -> float:
+def request_rate_sd(model: dict, shift: float, continuation: float, n: int, seed: int, applies_to: str) -> float:
     """Spread (sd) of per-request acceptance rates: the share of a request's ``SPREAD_POSITIONS``
     positions whose draft token the target accepts (as a draft's first token, as the profile measures)."""
+    rng = np.random.default_rng(seed)
     _, acc = draw_streams(
-        model, n, SPREAD_POSITIONS, np.random.default_rng(seed), shift=shift, continuation=continuation
+        model, n, SPREAD_POSITIONS, rng, shift=shift, continuation=continuation, applies_to=applies_to
     )
     first = acc if acc.dtype == bool else (acc & FIRST) != 0
     return float(first.mean(axis=1).std())
 
 
-def _fit_scale(model, target_sd, shift, continuation, n, seed) -> float:
+def _fit_scale(model, target_sd, shift, continuation, n, seed, applies_to) -> float:
     """Heterogeneity scale in [0, 3] giving the target spread (the nearer bound when out of reach)."""
 
     def gap(scale):
-        return request_rate_sd(scaled(model, scale), shift, continuation, n, seed) - target_sd
+        return request_rate_sd(scaled(model, scale), shift, continuation, n, seed, applies_to) - target_sd
 
     lo, hi = 0.0, 3.0
     if gap(lo) >= 0:
@@ -72,28 +77,37 @@ def _fit_scale(model, target_sd, shift, continuation, n, seed) -> float:
 
 
 def rates_for_shift(
-    model: dict, shift: float, lengths, n: int, t: int, seed: int, continuation: float = 0.0
+    model: dict,
+    shift: float,
+    lengths,
+    n: int,
+    t: int,
+    seed: int,
+    continuation: float = 0.0,
+    applies_to: str = "acceptance",
 ) -> np.ndarray:
-    _, acc = draw_streams(model, n, t, np.random.default_rng(seed), shift=shift, continuation=continuation)
+    rng = np.random.default_rng(seed)
+    _, acc = draw_streams(model, n, t, rng, shift=shift, continuation=continuation, applies_to=applies_to)
     return np.array([acceptance_rate(acc, d) for d in lengths])
 
 
-def _fit_shift(model, target, n, t, seed, continuation) -> tuple[float, float]:
+def _fit_shift(model, target, n, t, seed, continuation, applies_to="acceptance") -> tuple[float, float]:
     """(shift, squared-error loss) at a given h."""
     lengths = sorted(target)
     goal = np.array([target[d] for d in lengths])
 
     def loss(shift):
-        return float(((rates_for_shift(model, shift, lengths, n, t, seed, continuation) - goal) ** 2).sum())
+        rates = rates_for_shift(model, shift, lengths, n, t, seed, continuation, applies_to)
+        return float(((rates - goal) ** 2).sum())
 
     res = optimize.minimize_scalar(loss, bounds=(-8.0, 8.0), method="bounded", options={"xatol": 1e-3})
     return float(res.x), float(res.fun)
 
 
-def _summary(model, target, shift, n, t, seed, continuation) -> dict:
+def _summary(model, target, shift, n, t, seed, continuation, applies_to="acceptance") -> dict:
     lengths = sorted(target)
     goal = np.array([target[d] for d in lengths])
-    rates = rates_for_shift(model, shift, lengths, n, t, seed, continuation)
+    rates = rates_for_shift(model, shift, lengths, n, t, seed, continuation, applies_to)
     return {
         "shift": shift,
         "draft_continuation": continuation,
@@ -134,7 +148,7 @@ def calibrate_pair(
     cats = sorted(targets)
 
     def shifts(h):
-        return {c: _fit_shift(models[c], targets[c], n, t, seed, h) for c in cats}
+        return {c: _fit_shift(models[c], targets[c], n, t, seed, h, applies_to) for c in cats}
 
     if continuation == "fit":
         res = optimize.minimize_scalar(
@@ -147,22 +161,22 @@ def calibrate_pair(
     scale = dict.fromkeys(cats, 1.0)
     for c in cats if spread_targets else []:
         for _ in range(2):  # the spread depends on the level and the level a little on the spread
-            scale[c] = _fit_scale(models[c], spread_targets[c], fitted[c][0], h, n, seed)
-            fitted[c] = _fit_shift(scaled(models[c], scale[c]), targets[c], n, t, seed, h)
+            scale[c] = _fit_scale(models[c], spread_targets[c], fitted[c][0], h, n, seed, applies_to)
+            fitted[c] = _fit_shift(scaled(models[c], scale[c]), targets[c], n, t, seed, h, applies_to)
     loss = sum(v[1] for v in fitted.values())
     out = {}
     for c in cats:
         m = scaled(models[c], scale[c])
         out[c] = {
-            **_summary(m, targets[c], fitted[c][0], n, t, seed, h),
+            **_summary(m, targets[c], fitted[c][0], n, t, seed, h, applies_to),
             "pair_loss": loss,
             "draft_continuation_source": "fitted jointly to all categories" if continuation == "fit" else "given",
             "applies_to": applies_to,
             "heterogeneity_scale": scale[c],
             "request_rate_sd": {
                 "measured": None if spread_targets is None else float(spread_targets[c]),
-                "model": request_rate_sd(m, fitted[c][0], h, n, seed),
-                "unscaled_model": request_rate_sd(models[c], fitted[c][0], h, n, seed),
+                "model": request_rate_sd(m, fitted[c][0], h, n, seed, applies_to),
+                "unscaled_model": request_rate_sd(models[c], fitted[c][0], h, n, seed, applies_to),
             },
         }
     return out
