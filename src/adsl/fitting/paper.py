@@ -21,8 +21,10 @@ by h / b in logit space. A category the pair accepts more gets a more confident 
 adaptive drafts. ``acceptance`` moves the curve's intercept instead and keeps the measured confidences
 (the previous model). A uniform logit shift of every confidence was tried too: it keeps the bimodal
 shape of our summarization profile (copied text at confidence ~1), so that category kept drafting
-longest while accepting least; moving the share of confident tokens fits Fig. 4a closer as well. Moving the level moves requests along the
-sigmoid, which widens or narrows the spread of their acceptance rates; with ``spread_targets`` each
+longest while accepting least; moving the share of confident tokens fits Fig. 4a closer as well.
+
+Moving the level moves requests along the sigmoid, which widens or narrows the spread of their
+acceptance rates; with ``spread_targets`` each
 category also gets one heterogeneity scale (the request effect's sd and the confidence copula's
 between-request share, by one factor) so the per-request spread stays the measured one. All of these are
 fitted to Fig. 4a and to our own profile, nothing else.
