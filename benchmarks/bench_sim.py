@@ -74,16 +74,24 @@ def main() -> None:
     _, _, acc = request_streams(models, sim["categories"], x, n, 1024 + 65, 0)
     from adsl.sim.engine import simulate
 
-    t1 = time.perf_counter()
-    vec = simulate(setup, pair, np.full((x, n), float(prompt)), out, acc, serving=serving)
-    t_vec = time.perf_counter() - t1
-    t1 = time.perf_counter()
-    ref = [simulate_one(setup, pair, [float(prompt)] * n, list(out[i]), acc[i], serving=serving) for i in range(x)]
-    t_ref = time.perf_counter() - t1
+    def best_of(fn, k=3):  # both engines timed the same way, best of k runs
+        times = []
+        for _ in range(k):
+            t1 = time.perf_counter()
+            result = fn()
+            times.append(time.perf_counter() - t1)
+        return result, min(times)
+
+    vec, t_vec = best_of(lambda: simulate(setup, pair, np.full((x, n), float(prompt)), out, acc, serving=serving))
+    ref, t_ref = best_of(
+        lambda: [
+            simulate_one(setup, pair, [float(prompt)] * n, list(out[i]), acc[i], serving=serving) for i in range(x)
+        ]
+    )
     same = all(abs(ref[i]["time_s"] / vec["time_s"][i] - 1) < 1e-9 for i in range(x))
     print(
-        f"continuous batching, {n} requests through {b} slots: vectorized engine {t_vec * 1e3:.0f} ms vs scalar "
-        f"reference {t_ref * 1e3:.0f} ms on the same workload: {t_ref / t_vec:.0f}x "
+        f"continuous batching, {n} requests through {b} slots, best of 3: vectorized engine {t_vec * 1e3:.0f} ms "
+        f"vs scalar reference {t_ref * 1e3:.0f} ms on the same workload: {t_ref / t_vec:.0f}x "
         f"(goal >= 50x: {'met' if t_ref / t_vec >= 50 else 'MISSED'}); identical times: {same}"
     )
 

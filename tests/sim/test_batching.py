@@ -55,7 +55,7 @@ def test_continuous_engine_equals_scalar_reference(models, hw, slots, per_slot, 
     n = slots * per_slot
     out = rng.integers(1, 25, (1, n))
     acc = rng.random((1, n, 40)) < p
-    serving = Continuous(slots, slots, prefill=bool(seed % 2))
+    serving = Continuous(slots, 0, prefill=bool(seed % 2))  # a warm-up may outlast a short random queue
     pair = models.pair("OPT-66B")
     for decoding in ("ad", "sd"):
         s = _setup(hw, decoding, d, static_power=bool(seed % 3))

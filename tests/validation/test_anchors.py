@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from adsl.perf.calibrate import fit_runtime
+from adsl.perf.calibrate import fit_eager_runtime, fit_runtime
 from adsl.perf.validation import pim_effective_bandwidth, validation_table
 
 
@@ -79,3 +79,31 @@ def test_pim_attention_effective_bandwidth_in_published_range(hw):
     assert 4.1e12 <= bw <= 6.6e12
     t0 = hw.pims["HBM3-PIM"].call_fixed_s
     assert 0.4e-6 <= t0 <= 3.5e-6
+
+
+def test_committed_eager_runtime_is_the_fit(ws, table):
+    """PyTorch blog 'Accelerating Generative AI with PyTorch II: GPT, Fast': eager LLaMA-7B on an A100,
+    25.5 tok/s; config/hardware.yaml's eager runtime is the host time per kernel that reproduces it."""
+    row = next(pd.read_csv(ws.path(ws.config["anchors_dir"]) / "eager_decode.csv").itertuples())
+    fit = fit_eager_runtime(row, ws.models, ws.hardware)
+    assert ws.hardware.runtimes["eager"].fixed_s["fc"] == pytest.approx(fit.fixed_s["fc"], rel=0.001)
+    assert rows(table, "eager PyTorch").rel_error.abs().max() < 0.001
+
+
+def test_spec_bench_level_is_fitted_and_the_speedup_predicted(ws):
+    """Spec-Bench A100 leaderboard (SpS): the acceptance level reproduces each target's tokens per step;
+    the speedups are predictions (synthetic acceptance model here; the measured models in the workflow)."""
+    import numpy as np
+
+    from adsl.fitting.distributions import fit_confidence
+    from adsl.sim.spec_bench import spec_bench_rows
+
+    rng = np.random.default_rng(0)
+    conf = fit_confidence(np.concatenate([rng.beta(8, 1, 2000), rng.beta(2, 2, 600)]))
+    model = {"confidence": conf, "joint": {"a": -0.3, "b": 0.9, "s": 0.6, "g": 0.5}}
+    anchors = pd.read_csv(ws.path(ws.config["anchors_dir"]) / "spec_bench.csv")
+    out = pd.DataFrame(spec_bench_rows(anchors, ws.models, ws.hardware, [model], requests=24))
+    fit = out[out.metric == "tokens_per_step"]
+    assert len(fit) == 3 and (fit.rel_error.abs() < 0.005).all()
+    pred = out[out.metric == "speedup"]
+    assert (pred.predicted > 1.0).all() and (pred.implied_step_overhead_ms > 0).all()

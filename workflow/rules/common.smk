@@ -25,6 +25,7 @@ PROFILE_FIGURES = {
     "fig19_scheduler",
     "paper_comparison",
     "batching_static_vs_continuous",
+    "validation_gpu",
 }
 FIGURE_NAMES = sorted(FIGURES)
 

@@ -19,6 +19,10 @@ rule validation_table:
     input:
         catalogue_inputs(),
         anchor_inputs(),
+        measured=expand(
+            "results/acceptance/measured/{category}.json",
+            category=config["acceptance"]["categories"],
+        ),
     output:
         csv="results/costmodel/validation.csv",
     resources:

@@ -131,7 +131,7 @@ def fig16_latency_breakdown(ws: Workspace, df: pd.DataFrame):
             ax.bar(i + dx, part.get("overlap", 0.0), width, color=colors["overlap"], hatch="//", edgecolor="white")
             ax.plot(i + dx, bottom + part.get("overlap", 0.0), marker="_", color="k", ms=14)
     handles = [plt.Rectangle((0, 0), 1, 1, color=c, hatch="//" if k == "overlap" else None) for k, c in colors.items()]
-    ax.legend(handles, [*colors], fontsize=7, loc="lower left")
+    ax.legend(handles, [*colors], fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.axhline(0, color="0.3", lw=0.8)
     ticks = [
         (i + dx, f"{n}\n{b}")

@@ -8,12 +8,15 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from adsl.fitting.modelfile import read_model
 from adsl.perf.validation import validation_table
 from adsl.workspace import Workspace
 
 
-def anchors_table(ws: Workspace) -> pd.DataFrame:
-    return validation_table(ws.path(ws.config["anchors_dir"]), ws.models, ws.hardware)
+def anchors_table(ws: Workspace, measured: list[str] | None = None) -> pd.DataFrame:
+    """Every public anchor; with the ``measured`` acceptance models also the speculative path."""
+    acceptance = [read_model(p) for p in measured] if measured else None
+    return validation_table(ws.path(ws.config["anchors_dir"]), ws.models, ws.hardware, acceptance)
 
 
 def validation_gpu(ws: Workspace, df: pd.DataFrame):

@@ -186,9 +186,12 @@ def match_runs(acc: np.ndarray, continuing: bool = False) -> np.ndarray:
 
 def _runs(acc: np.ndarray) -> np.ndarray:
     n, t = acc.shape
-    where = np.where(acc, t, np.arange(t, dtype=np.int32)[None, :]).astype(np.int32)
+    dtype = np.uint16 if t < np.iinfo(np.uint16).max else np.int32  # half the memory traffic
+    ar = np.arange(t, dtype=dtype)[None, :]
+    where = np.where(acc, dtype(t), ar)
     first_miss = np.minimum.accumulate(where[:, ::-1], axis=1)[:, ::-1]
-    return (first_miss - np.arange(t, dtype=np.int32)[None, :]).astype(np.int32)
+    first_miss -= ar
+    return first_miss
 
 
 def replay_lengths(acc: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray]:

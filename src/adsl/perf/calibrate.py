@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import nnls
+from scipy.optimize import brentq, nnls
 
 from adsl.perf.cost import pass_cost
 from adsl.perf.hardware import OP_CLASSES, HardwareCatalogue, RuntimeSpec, gpu_only_system
@@ -44,3 +44,21 @@ def fit_runtime(anchors: pd.DataFrame, models: ModelCatalogue, hw: HardwareCatal
     b = (measured - np.array(bases)) / measured
     (kernel_s, ar_base_s, ar_step_s), _ = nnls(a, b)
     return RuntimeSpec(name, dict.fromkeys(OP_CLASSES, float(kernel_s)), float(ar_base_s), float(ar_step_s))
+
+
+def fit_eager_runtime(row, models: ModelCatalogue, hw: HardwareCatalogue, name: str = "eager") -> RuntimeSpec:
+    """Host time per kernel of eager PyTorch from one measured single-GPU decode speed: with kernels
+    issued asynchronously a decode step takes sum over kernels of max(GPU time, host time per kernel);
+    the host time that gives the measured step time (all-reduces: none on one GPU)."""
+    if int(row.tp) != 1:
+        raise ValueError(f"the eager runtime is fitted to a single-GPU measurement, got TP{row.tp}")
+    model = models.model(row.model)
+    target = 1.0 / float(row.tokens_per_s) * float(row.batch)
+
+    def step(kernel_s):
+        runtime = RuntimeSpec(name, dict.fromkeys(OP_CLASSES, kernel_s), 0.0, 0.0, async_launch=True)
+        system = gpu_only_system(hw.gpus[row.gpu], 1, runtime)
+        return float(pass_cost(model, system, row.batch, 1, mean_context(row)).total_time_s) - target
+
+    kernel_s = brentq(step, 0.0, target, xtol=1e-9)
+    return RuntimeSpec(name, dict.fromkeys(OP_CLASSES, float(kernel_s)), 0.0, 0.0, async_launch=True)

@@ -22,9 +22,12 @@ DEVICES = ("gpu", "pim")
 
 
 def gpu_op_cost(op: Op, gpu: GPUSpec, runtime: RuntimeSpec, mem_bw_bytes_s: float | None = None):
-    """Roofline with efficiencies plus the runtime's fixed cost per kernel."""
+    """Roofline with efficiencies plus the runtime's fixed cost per kernel (or, for a runtime whose host
+    issues kernels asynchronously, the longer of the two)."""
     bw = (mem_bw_bytes_s or gpu.mem_bw_bytes_s) * gpu.eta_memory
-    t = np.maximum(op.flops / (gpu.peak_flops * gpu.eta_compute), op.bytes / bw) + runtime.fixed_s[op.cls]
+    roof = np.maximum(op.flops / (gpu.peak_flops * gpu.eta_compute), op.bytes / bw)
+    fixed = runtime.fixed_s[op.cls]
+    t = np.maximum(roof, fixed) if runtime.async_launch else roof + fixed
     e = (op.bytes * gpu.hbm_read_pj_per_byte + op.flops * gpu.pj_per_flop) * PJ
     return t, e
 

@@ -64,6 +64,9 @@ class RuntimeSpec:
     fixed_s: dict
     allreduce_base_s: float
     allreduce_step_s: float
+    # True: the host issues kernels ahead of the GPU (eager PyTorch), so a kernel takes the longer of its
+    # GPU time and the host's time per kernel; False: the fixed cost adds to the GPU time (fitted so)
+    async_launch: bool = False
 
 
 @dataclass(frozen=True)

@@ -104,7 +104,23 @@ def pim_attention(anchors: pd.DataFrame, hw: HardwareCatalogue) -> list[dict]:
     return out
 
 
-def validation_table(anchors_dir: str | Path, models: ModelCatalogue, hw: HardwareCatalogue) -> pd.DataFrame:
+def eager(anchors: pd.DataFrame, models: ModelCatalogue, hw: HardwareCatalogue) -> list[dict]:
+    """The eager runtime (host time per kernel) against the decode speed it is fitted to."""
+    runtime = hw.runtimes["eager"]
+    out = []
+    for r in anchors.itertuples():
+        system = gpu_only_system(hw.gpus[r.gpu], int(r.tp), runtime)
+        t = pass_cost(models.model(r.model), system, r.batch, 1, mean_context(r)).total_time_s
+        out.append(
+            _row("eager PyTorch", f"{r.model} TP{r.tp}", "tokens_per_s", r.tokens_per_s, r.batch / t, r.use, r.source)
+        )
+    return out
+
+
+def validation_table(
+    anchors_dir: str | Path, models: ModelCatalogue, hw: HardwareCatalogue, acceptance: list[dict] | None = None
+) -> pd.DataFrame:
+    """Every anchor; with measured ``acceptance`` models also the speculative path (Spec-Bench)."""
     d = Path(anchors_dir)
 
     def read(name):
@@ -119,9 +135,15 @@ def validation_table(anchors_dir: str | Path, models: ModelCatalogue, hw: Hardwa
         + vidur(read("vidur_mlp.csv"), models, hw)
         + llmcompass(read("llmcompass_gemm.csv"), hw)
         + pim_attention(read("pim_attention.csv"), hw)
+        + eager(read("eager_decode.csv"), models, hw)
     )
+    if acceptance:
+        from adsl.sim.spec_bench import spec_bench_rows  # the simulator sits above the cost model
+
+        rows += spec_bench_rows(read("spec_bench.csv"), models, hw, acceptance)
     df = pd.DataFrame(rows)
     for col in ("low", "high"):
         if col not in df:
             df[col] = np.nan
-    return df[COLUMNS + ["low", "high"]]
+    extra = [c for c in df.columns if c not in COLUMNS + ["low", "high"]]  # the speculative path's diagnostics
+    return df[COLUMNS + ["low", "high"] + extra]

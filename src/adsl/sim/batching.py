@@ -66,50 +66,61 @@ class Continuous:
 
 class SlotLoop:
     """Slots of one engine run. ``prompt`` and ``out`` are (X, N) per request; the first ``slots``
-    requests start at once, the rest queue in order. ``cur`` (X, S) is the request a slot holds (N: none)."""
+    requests start at once, the rest queue in order. ``cur`` (X, S) is the request a slot holds (N: none),
+    ``req`` the same clipped so an idle slot indexes a valid (ignored) request, ``left`` its tokens still
+    to emit (0 when idle), ``pos`` its position in its request's streams."""
 
     def __init__(self, prompt: np.ndarray, out: np.ndarray, slots: int):
         x, n = out.shape
         self.n = n
         self.prompt_req, self.out_req = prompt, out
         self.cur = np.broadcast_to(np.arange(slots), (x, slots)).copy()
+        self.req = self.cur.copy()
         self.next_id = np.full(x, slots, dtype=np.int64)
-        self.gen = np.zeros((x, slots), dtype=np.int64)
+        self.out = out[:, :slots].copy()
+        self.left = self.out.copy()
         self.ctx = prompt[:, :slots].copy()
         self.pos = np.zeros((x, slots), dtype=np.int64)
-        self.out = out[:, :slots].copy()
-        self.active = self.gen < self.out
+        self.active = self.left > 0
+        self.n_active = self.active.sum(axis=1)
+        self._none = np.zeros((x, slots), dtype=bool)
+        self._zero = np.zeros(x, dtype=np.int64)
         self.log = {"n": [], "emitted": [], "done": [], "admitted": []}
 
     @property
-    def req(self) -> np.ndarray:
-        """The request index of each slot, clipped so inactive slots index a valid (ignored) request."""
-        return np.minimum(self.cur, self.n - 1)
+    def gen(self) -> np.ndarray:
+        """Tokens each slot's request has emitted."""
+        return self.out - self.left
 
-    def step(self, emitted: np.ndarray, advance: np.ndarray, where: np.ndarray) -> np.ndarray:
-        """Slots in ``where`` emit ``emitted`` tokens and move ``advance`` stream positions; finished
-        requests leave and queued ones take their slots. Returns the slots that admitted a request."""
-        self.log["n"].append(self.active.sum(axis=1))
+    def step(self, emitted: np.ndarray, advance, where: np.ndarray) -> np.ndarray:
+        """Slots in ``where`` emit ``emitted`` tokens (at most ``left``) and move ``advance`` stream
+        positions; finished requests leave and queued ones take their slots. Returns the slots that
+        admitted a request."""
+        self.log["n"].append(self.n_active)
         self.log["emitted"].append(emitted.sum(axis=1))
-        self.gen += emitted
+        self.left -= emitted
         self.ctx += emitted
-        self.pos = self.pos + np.where(where, advance, 0)
-        done = self.active & (self.gen >= self.out)
-        self.log["done"].append(done.sum(axis=1))
-        admitted = np.zeros_like(done)
-        if self.next_id.min() < self.n and done.any():
-            new = self.next_id[:, None] + np.cumsum(done, axis=1) - 1
-            admitted = done & (new < self.n)
-            self.cur = np.where(done, np.where(admitted, new, self.n), self.cur)
-            self.next_id = np.minimum(self.next_id + done.sum(axis=1), self.n)
-            idx = np.minimum(self.cur, self.n - 1)
-            rows = np.arange(self.cur.shape[0])[:, None]
-            self.gen = np.where(admitted, 0, self.gen)
-            self.pos = np.where(admitted, 0, self.pos)
-            self.ctx = np.where(admitted, self.prompt_req[rows, idx], self.ctx)
-            self.out = np.where(admitted, self.out_req[rows, idx], self.out)
-        self.log["admitted"].append(admitted.sum(axis=1))
-        self.active = self.gen < self.out
+        np.add(self.pos, advance, out=self.pos, where=where)
+        done = self.active & (self.left == 0)
+        completed = done.sum(axis=1)
+        self.log["done"].append(completed)
+        admitted, n_admitted = self._none, self._zero
+        if completed.any():
+            if self.next_id.min() < self.n:
+                new = self.next_id[:, None] + np.cumsum(done, axis=1) - 1
+                admitted = done & (new < self.n)
+                n_admitted = admitted.sum(axis=1)
+                self.cur[done] = self.n
+                ii, jj = np.nonzero(admitted)
+                ids = new[ii, jj]
+                self.cur[ii, jj] = self.req[ii, jj] = ids
+                self.next_id = np.minimum(self.next_id + completed, self.n)
+                self.pos[ii, jj] = 0
+                self.ctx[ii, jj] = self.prompt_req[ii, ids]
+                self.out[ii, jj] = self.left[ii, jj] = self.out_req[ii, ids]
+            self.active = self.left > 0
+            self.n_active = self.active.sum(axis=1)
+        self.log["admitted"].append(n_admitted)
         return admitted
 
     def arrays(self) -> dict[str, np.ndarray]:

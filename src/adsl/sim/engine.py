@@ -205,7 +205,11 @@ def simulate(
             raise SimError(f"SD needs acceptance streams of shape ({x}, {n_req}, T)")
         if accept.shape[2] < out.max() + d:
             raise SimError(f"acceptance streams of {accept.shape[2]} positions; need >= {out.max() + d}")
-        runs = match_runs(accept.reshape(x * n_req, -1)).reshape(x, n_req, -1)
+        # a request drafts from positions below its output length, and no draft reads more than d
+        # positions on: runs capped at d only need the streams up to out + d
+        horizon = int(out.max()) + d + 1  # a finished request may stand d past its output (ignored)
+        runs = match_runs(accept[..., :horizon].reshape(x * n_req, -1)).reshape(x, n_req, -1)
+        fixed_advance = np.minimum(runs, d) + 1 if draft_lengths is None else None
         if draft_lengths is not None:
             draft_lengths = np.minimum(np.asarray(draft_lengths), d)
             if draft_lengths.shape != accept.shape or (draft_lengths < 1).any():
@@ -219,13 +223,12 @@ def simulate(
     cs, dn, dc, qs, drafted = [], [], [], [], []
     steps = np.arange(d)
     while slots.active.any():
-        active, ctx, n = slots.active, slots.ctx, slots.active.sum(axis=1)
-        cs.append(np.where(n > 0, (ctx * active).sum(axis=1) / np.maximum(n, 1), 0.0))
+        active, ctx, n = slots.active, slots.ctx, slots.n_active
+        cs.append((ctx * active).sum(axis=1))  # divided by the requests after the loop
         if sd:
             req, pos = slots.req, slots.pos
-            if draft_lengths is None:  # every active request drafts d tokens
-                length = d
-                drafted.append(n * d)
+            if draft_lengths is None:  # every active request drafts d tokens: accepted + 1, read off
+                advance = fixed_advance[xi, req, pos]
             else:
                 length = np.where(active, draft_lengths[xi, req, pos], 0)
                 drafting = length[..., None] > steps  # (X, R, d): still drafting at step j
@@ -235,13 +238,15 @@ def simulate(
                 dc.append(np.where(n_j > 0, mean, 0.0) + steps)
                 qs.append(np.where(n > 0, ((length + 1) * active).sum(axis=1) / np.maximum(n, 1), 1.0))
                 drafted.append(length.sum(axis=1))
-            acc = np.minimum(runs[xi, req, pos], length)
-            emitted = np.where(active, np.minimum(acc + 1, slots.out - slots.gen), 0)
-            slots.step(emitted, acc + 1, active)
+                advance = np.minimum(runs[xi, req, pos], length) + 1
+            slots.step(np.minimum(advance, slots.left), advance, active)  # idle slots have nothing left
         else:
             slots.step(active.astype(np.int64), 1, active)
     log = slots.arrays()
-    n_it, ctx_it = log["n"], np.array(cs)  # (iterations, replicas)
+    n_it = log["n"]  # (iterations, replicas)
+    ctx_it = np.where(n_it > 0, np.array(cs) / np.maximum(n_it, 1), 0.0)  # mean context of the active
+    if sd and draft_lengths is None:
+        drafted = n_it * d
     res_place: dict = {}
     if sd:
         if draft_lengths is None:  # every active request drafted d tokens in every iteration

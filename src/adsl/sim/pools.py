@@ -115,7 +115,7 @@ def simulate_pooled(
     rec = {k: [] for k in ("nv", "cv", "qv", "nd", "cd", "np", "cp", "drafted", "wasted", "pool")}
     zero = np.zeros((x, r), dtype=np.int64)
     while slots.active.any():
-        active, ctx, gen, req, pos = slots.active, slots.ctx, slots.gen, slots.req, slots.pos
+        active, ctx, req, pos = slots.active, slots.ctx, slots.req, slots.pos
         full_len = lengths[xi, req, pos]
 
         def conf_w(req=req, pos=pos):
@@ -176,7 +176,7 @@ def simulate_pooled(
         else:
             rec["wasted"].append(np.zeros(x, dtype=np.int64))
             new_held, new_ready = held, ready
-        emitted = np.where(verifying, np.minimum(advance, slots.out - gen), 0)
+        emitted = np.where(verifying, np.minimum(advance, slots.left), 0)
         admitted = slots.step(emitted, advance, verifying)
         # an admitted request starts with nothing drafted
         held = np.where(admitted, 0, new_held)

@@ -24,7 +24,7 @@ class Context:
     draft_length: int  # the SD baselines' fixed d
     settings: dict  # config["simulation"]["systems"]
     draft_placement: str = "tensor_parallel"  # or replicated | pim | best (adsl.sim.placement)
-    draft_split: str | None = None  # micro-batch split of draft passes; None: as the verification's
+    draft_split: str = "inherit"  # micro-batch split of draft passes: best | always | inherit (as the verification's)
     micro_batch_verification: bool = True  # SpecPIM-style systems verify each micro-batch on its own
     static_power: bool = False
 
@@ -154,7 +154,7 @@ def build(name: str, ctx: Context) -> Setup:
     setup = dataclasses.replace(SYSTEMS[name](ctx), static_power=ctx.static_power)
     if setup.decoding != "sd":
         return setup
-    setup = dataclasses.replace(setup, draft_split=ctx.draft_split)
+    setup = dataclasses.replace(setup, draft_split=None if ctx.draft_split == "inherit" else ctx.draft_split)
     placement, copies, mapping = place_draft(
         ctx.pair,
         setup.system,
