@@ -102,8 +102,9 @@ def check_models(
                 curve_max_gap=float((compared.model - compared.measured).abs().max()),
                 curve_bins=int(len(compared)),
                 acceptance_d8=acceptance_rate(acc, d),
-                mean_draft=float(row.mean_draft.iloc[0]) if len(row) else np.nan,
-                tau=float(row.tau.iloc[0]) if len(row) else np.nan,
+                # an infeasible tau has no mean draft (tau.csv then lacks the column)
+                mean_draft=float(row["mean_draft"].iloc[0]) if len(row) and "mean_draft" in row else np.nan,
+                tau=float(row["tau"].iloc[0]) if len(row) else np.nan,
                 request_rate_sd_measured=request_rate_sd(profile, m["category"], SPREAD_POSITIONS),
                 request_rate_sd_model=float(first.mean(axis=1).std()),
             )
@@ -112,7 +113,10 @@ def check_models(
     out = pd.DataFrame(summary)
     out["request_rate_sd_ratio"] = out.request_rate_sd_model / out.request_rate_sd_measured
     ranks = out.groupby("pair")[["acceptance_d8", "mean_draft"]].rank(method="first")
-    out["rank_acceptance"], out["rank_mean_draft"] = ranks.acceptance_d8.astype(int), ranks.mean_draft.astype(int)
+    out["rank_acceptance"], out["rank_mean_draft"] = (
+        ranks.acceptance_d8.astype("Int64"),
+        ranks.mean_draft.astype("Int64"),
+    )
     out["ranks_agree"] = (
         out.groupby("pair")
         .apply(lambda g: bool((g.rank_acceptance == g.rank_mean_draft).all()), include_groups=False)
