@@ -29,15 +29,13 @@ def _row(anchor, point, metric, measured, predicted, use, source):
     )
 
 
-def gpt_fast(anchors: pd.DataFrame, models: ModelCatalogue, hw: HardwareCatalogue) -> list[dict]:
-    runtime = hw.runtimes["gpt-fast"]
+def decode_speed(anchor: str, runtime: str, anchors: pd.DataFrame, models: ModelCatalogue, hw) -> list[dict]:
+    """Measured single-request decode speeds against the cost model with ``runtime``'s overheads."""
     out = []
     for r in anchors.itertuples():
-        system = gpu_only_system(hw.gpus[r.gpu], int(r.tp), runtime)
+        system = gpu_only_system(hw.gpus[r.gpu], int(r.tp), hw.runtimes[runtime])
         t = pass_cost(models.model(r.model), system, r.batch, 1, mean_context(r)).total_time_s
-        out.append(
-            _row("gpt-fast", f"{r.model} TP{r.tp}", "tokens_per_s", r.tokens_per_s, r.batch / t, r.use, r.source)
-        )
+        out.append(_row(anchor, f"{r.model} TP{r.tp}", "tokens_per_s", r.tokens_per_s, r.batch / t, r.use, r.source))
     return out
 
 
@@ -104,19 +102,6 @@ def pim_attention(anchors: pd.DataFrame, hw: HardwareCatalogue) -> list[dict]:
     return out
 
 
-def eager(anchors: pd.DataFrame, models: ModelCatalogue, hw: HardwareCatalogue) -> list[dict]:
-    """The eager runtime (host time per kernel) against the decode speed it is fitted to."""
-    runtime = hw.runtimes["eager"]
-    out = []
-    for r in anchors.itertuples():
-        system = gpu_only_system(hw.gpus[r.gpu], int(r.tp), runtime)
-        t = pass_cost(models.model(r.model), system, r.batch, 1, mean_context(r)).total_time_s
-        out.append(
-            _row("eager PyTorch", f"{r.model} TP{r.tp}", "tokens_per_s", r.tokens_per_s, r.batch / t, r.use, r.source)
-        )
-    return out
-
-
 def validation_table(
     anchors_dir: str | Path, models: ModelCatalogue, hw: HardwareCatalogue, acceptance: list[dict] | None = None
 ) -> pd.DataFrame:
@@ -130,12 +115,12 @@ def validation_table(
         return pd.read_csv(path)
 
     rows = (
-        gpt_fast(read("gpu_decode.csv"), models, hw)
+        decode_speed("gpt-fast", "gpt-fast", read("gpu_decode.csv"), models, hw)
         + attacc_gpu(read("attacc_gpu.csv"), models, hw)
         + vidur(read("vidur_mlp.csv"), models, hw)
         + llmcompass(read("llmcompass_gemm.csv"), hw)
         + pim_attention(read("pim_attention.csv"), hw)
-        + eager(read("eager_decode.csv"), models, hw)
+        + decode_speed("eager PyTorch", "eager", read("eager_decode.csv"), models, hw)
     )
     if acceptance:
         from adsl.sim.spec_bench import spec_bench_rows  # the simulator sits above the cost model
