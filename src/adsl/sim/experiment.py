@@ -18,6 +18,7 @@ from adsl.fitting.generator import (
 )
 from adsl.fitting.modelfile import read_model
 from adsl.sim.batching import Batching
+from adsl.sim.core import from_engine, simulate_core
 from adsl.sim.engine import check_memory, memory_need, simulate
 from adsl.sim.pools import simulate_pooled
 from adsl.sim.systems import Context, build
@@ -109,7 +110,7 @@ def run_point(
     x, n = sim["replicas"], batching.requests(batch)
     prompt = min(sim["prompt_len"], seq_len - 1)
     out = np.full((x, n), seq_len - prompt)
-    acc = None
+    acc = conf = later = None
     if setup.decoding == "sd":
         # common random numbers: every system and draft length sees the same streams for a (pair, batch)
         if d > STREAM_SLACK:
@@ -127,14 +128,16 @@ def run_point(
         boosts = {c: continuation_boost(m) for c, m in models.items()}
         lengths = adaptive_lengths(conf, sim["categories"], taus, 2 * d if setup.pool_tokens else d, boosts)
     prompts = np.full((x, n), float(prompt))
-    if setup.pool_tokens:
-        res = simulate_pooled(setup, pair, prompts, out, acc, conf, lengths, serving, later)
+    if sim["core"] == "event":
+        res = simulate_core(setup, pair, prompts, out, acc, lengths, conf, later, serving)
+    elif setup.pool_tokens:
+        res = from_engine(simulate_pooled(setup, pair, prompts, out, acc, conf, lengths, serving, later))
     else:
-        res = simulate(setup, pair, prompts, out, acc, lengths, serving)
+        res = from_engine(simulate(setup, pair, prompts, out, acc, lengths, serving))
     # busy time sums every stage's work; stages run on different devices side by side
     stages = setup.system.pipeline_stages
-    busy = {k: float(np.mean(v / (res["time_s"] * stages))) for k, v in res["busy_s"].items()}
-    rounds = np.maximum(res["window"]["request_rounds"], 1)
+    busy = {k: float(np.mean(v / (res.time_s * stages))) for k, v in res.busy_s.items()}
+    rounds = np.maximum(res.request_rounds, 1)
     row = dict(
         system=system_name,
         pair=pair_name,
@@ -147,25 +150,29 @@ def run_point(
         memory_needed_gb=need / 1e9,
         memory_available_gb=have / 1e9,
         fits_memory=need <= have,
-        throughput_tok_s=float(res["throughput_tok_s"].mean()),
-        throughput_std=float(res["throughput_tok_s"].std()),
-        throughput_ci95=_ci95(res["throughput_tok_s"]),
-        tokens_per_j=float(res["tokens_per_j"].mean()),
-        tokens_per_j_ci95=_ci95(res["tokens_per_j"]),
-        time_s=float(res["time_s"].mean()),
-        tokens=int(res["tokens"][0]),
-        iterations=float(res["iterations"].mean()),
-        window_start_s=float(res["window"]["start_s"].mean()),
-        window_end_s=float(res["window"]["end_s"].mean()),
-        window_completed=float(res["window"]["completed"].mean()),
-        run_time_s=float(res["window"]["total_s"].mean()),
+        throughput_tok_s=float(res.throughput_tok_s.mean()),
+        throughput_std=float(res.throughput_tok_s.std()),
+        throughput_ci95=_ci95(res.throughput_tok_s),
+        tokens_per_j=float(res.tokens_per_j.mean()),
+        tokens_per_j_ci95=_ci95(res.tokens_per_j),
+        time_s=float(res.time_s.mean()),
+        tokens=int(res.tokens[0]),
+        micro_batches=res.placement.get("micro_batches", float(setup.schedule.micro_batches)),
+        eager_drafted=float(np.mean(res.pool.get("eager", 0.0))),
+        eager_migrated=float(np.mean(res.pool.get("migrated", 0.0))),
+        eager_discarded=float(np.mean(res.pool.get("discarded", 0.0))),
+        iterations=float(res.iterations.mean()),
+        window_start_s=float(res.window["start_s"].mean()),
+        window_end_s=float(res.window["end_s"].mean()),
+        window_completed=float(res.window["completed"].mean()),
+        run_time_s=float(res.window["total_s"].mean()),
         gpu_util=busy.get("gpu", 0.0),
         pim_util=busy.get("pim", 0.0),
-        mean_draft_length=float(np.mean(res["drafted"] / rounds)) if setup.decoding == "sd" else float("nan"),
+        mean_draft_length=float(np.mean(res.drafted / rounds)) if setup.decoding == "sd" else float("nan"),
         static_power_w=setup.system.static_power_w if setup.static_power else 0.0,
         draft_placement=setup.draft_placement if setup.decoding == "sd" else "",
-        draft_fc_on_pim=res["placement"].get("draft_fc_on_pim", float(setup.draft_mapping.get("fc") == "pim")),
-        target_attention_on_pim=res["placement"].get(
+        draft_fc_on_pim=res.placement.get("draft_fc_on_pim", float(setup.draft_mapping.get("fc") == "pim")),
+        target_attention_on_pim=res.placement.get(
             "target_attention_on_pim", float(setup.target_mapping.get("attention") == "pim")
         ),
         target_fc=setup.target_mapping.get("fc", "gpu"),
@@ -173,9 +180,9 @@ def run_point(
         draft_fc=setup.draft_mapping.get("fc", "gpu"),
         draft_attention=setup.draft_mapping.get("attention", "gpu"),
     )
-    for k, v in res["stage_s"].items():
+    for k, v in res.stage_s.items():
         row[f"stage_{k}_s"] = float(np.mean(v))
-    for k, v in res["class_s"].items():
+    for k, v in res.class_s.items():
         row[f"class_{k}_s"] = float(np.mean(v))
     return row
 

@@ -1,0 +1,683 @@
+"""Event-driven simulation core, one for every system.
+
+The batch's slots are cut into micro-batches (``Setup.schedule.micro_batches``); each micro-batch runs
+its own loop on the system's machines (``adsl.sim.resources``), so the passes of different micro-batches
+overlap wherever they use different machines and serialise where they share one:
+
+- AD: a decode pass over the micro-batch's requests, one token each, again and again;
+- speculative decoding without a pool (GPU-SD, SpecPIM-style PIM-SD, SADDLE-d): the micro-batch drafts
+  (d passes, or the adaptive rule's lengths), then verifies its own requests, strictly alternating;
+- SADDLE-p (Shared Pool, sequential): every micro-batch drafts, then one pooled pass verifies them all
+  (at most C tokens, the ones most likely to pass first);
+- SADDLE-s / SADDLE (Shared + Eager Pool, asynchronous): a micro-batch's finished drafts wait in the
+  Shared Pool; the verifier takes everything in the pool (at most C tokens, highest running product
+  first) as soon as it is idle, so drafting of some micro-batches runs while others are verified; while
+  a micro-batch is verified its requests keep drafting optimistically (Eager Pool) and keep those tokens
+  only if every verified token passed and the first eager token is the target's bonus token.
+
+Time is event-driven per replica (clocks of different replicas diverge with their acceptance streams);
+the requests of a micro-batch are handled as arrays. Costs come from ``PassTable`` (one vectorized
+cost-model call per kind of pass); energy and operator-class times are read for all passes at once after
+the run. Requests are served through ``batching``'s slots: a finished request's slot takes the next
+queued request (continuous batching, with its prefill) and results cover the steady-state window, or
+the slots run one static batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from adsl.fitting.generator import match_runs
+from adsl.perf.models import Pair
+from adsl.sim.batching import Continuous
+from adsl.sim.engine import PREFILL_MAPPING, Setup, SimError, simulate
+from adsl.sim.pools import pool_admit
+from adsl.sim.resources import Layout, Machines, PassTable
+
+KINDS = ("draft", "eager", "verify", "decode", "prefill")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One run of a system over R replicas (arrays of shape (R,) unless said otherwise)."""
+
+    time_s: np.ndarray  # measured wall time (the steady-state window, or the whole static batch)
+    energy_j: np.ndarray
+    tokens: np.ndarray  # tokens emitted in the measured window
+    iterations: np.ndarray  # verification (or decode) passes in the window
+    busy_s: dict[str, np.ndarray]  # "gpu" / "pim" / "link" -> busy seconds per device in the window
+    class_s: dict[str, np.ndarray]  # operator class -> seconds (serial sum) in the window
+    stage_s: dict[str, np.ndarray]  # draft / verify / prefill busy time and their overlap, in the window
+    drafted: np.ndarray  # draft tokens in the window (eager included)
+    request_rounds: np.ndarray  # requests verified, summed over the passes in the window
+    window: dict[str, np.ndarray]  # start_s, end_s, completed, total_s, total_tokens
+    pool: dict[str, np.ndarray]  # eager drafted / migrated / discarded, pool_max, wasted
+    placement: dict[str, float] = field(default_factory=dict)  # share of passes with draft FC / target attn on PIM
+    timelines: list | None = None  # per replica: (machine, start, end, kind) when asked for
+
+    @property
+    def throughput_tok_s(self) -> np.ndarray:
+        return self.tokens / self.time_s
+
+    @property
+    def tokens_per_j(self) -> np.ndarray:
+        return self.tokens / self.energy_j
+
+
+def from_engine(res: dict) -> RunResult:
+    """The round-based engines' result dict (``adsl.sim.engine``, ``adsl.sim.pools``) as a RunResult."""
+    x = res["time_s"].shape[0]
+    pool = res.get("pool", {})
+    win = res["window"]
+    return RunResult(
+        time_s=res["time_s"],
+        energy_j=res["energy_j"],
+        tokens=np.asarray(res["tokens"], dtype=float),
+        iterations=np.asarray(res["iterations"], dtype=float),
+        busy_s=res["busy_s"],
+        class_s=res["class_s"],
+        stage_s={k: np.broadcast_to(np.asarray(v, dtype=float), (x,)) for k, v in res["stage_s"].items()},
+        drafted=np.asarray(res["drafted"], dtype=float),
+        request_rounds=np.asarray(win["request_rounds"], dtype=float),
+        window={k: np.asarray(v, dtype=float) for k, v in win.items() if k != "request_rounds"},
+        pool={k: np.asarray(v, dtype=float) for k, v in pool.items() if k != "capacity"},
+        placement=dict(res["placement"]),
+    )
+
+
+def _flip(mapping: dict, family: str) -> dict:
+    return {**mapping, family: "pim" if mapping.get(family) == "gpu" else "gpu"}
+
+
+class _Tables:
+    """Every kind of pass a run issues, as scalar look-ups, with the dynamic scheduler's alternatives."""
+
+    def __init__(self, setup: Setup, pair: Pair, slots: int, ctx_max: float, prompt: float):
+        s, sd = setup.system, setup.decoding == "sd"
+        d = setup.draft_length
+        pim_weights = s.weights_in in ("pim", "both")
+        self.draft = []
+        self.verify: list[list[PassTable]] = []
+        self.dynamic = setup.dynamic
+        if sd:
+            maps = [setup.draft_mapping] + ([_flip(setup.draft_mapping, "fc")] if setup.dynamic and pim_weights else [])
+            self.draft = [PassTable.build(pair.draft, s, 1, m, slots, ctx_max, setup.draft_copies) for m in maps]
+            tmaps = [setup.target_mapping] + ([_flip(setup.target_mapping, "attention")] if setup.dynamic else [])
+            self.verify = [
+                [PassTable.build(pair.target, s, q, m, slots, ctx_max) for q in range(1, d + 3)] for m in tmaps
+            ]
+        else:
+            self.decode = PassTable.build(pair.target, s, 1, setup.target_mapping, slots, ctx_max)
+        q = max(1, int(round(prompt)))
+        self.prefill = [PassTable.build(pair.target, s, q, PREFILL_MAPPING, slots, 1.0)]
+        if sd:
+            self.prefill.append(PassTable.build(pair.draft, s, q, PREFILL_MAPPING, slots, 1.0, setup.draft_copies))
+
+    def draft_pass(self, n: int, ctx: float) -> tuple[int, float, float]:
+        """(variant, GPU s, PIM s): the faster placement of draft FC when the scheduler is on."""
+        best = None
+        for v, t in enumerate(self.draft):
+            g, p = t.at(n, ctx)
+            if best is None or g + p < best[1] + best[2]:
+                best = (v, g, p)
+        return best
+
+    def verify_pass(self, n: int, ctx: float, q: float) -> tuple[int, int, float, float, float]:
+        """(variant, integer q, weight of q + 1, GPU s, PIM s): linear between integer-q tables."""
+        q0 = min(int(q), len(self.verify[0]) - 1)
+        f = q - q0 if q0 + 1 <= len(self.verify[0]) else 0.0
+        best = None
+        for v, tables in enumerate(self.verify):
+            g0, p0 = tables[q0 - 1].at(n, ctx)
+            g1, p1 = tables[q0].at(n, ctx) if f > 0 else (g0, p0)
+            g, p = g0 * (1 - f) + g1 * f, p0 * (1 - f) + p1 * f
+            if best is None or g + p < best[3] + best[4]:
+                best = (v, q0, f, g, p)
+        return best
+
+
+@dataclass
+class _Slots:
+    """Request slots of one replica (arrays over slots) and the queue behind them."""
+
+    cur: np.ndarray
+    pos: np.ndarray
+    left: np.ndarray
+    ctx: np.ndarray
+    next_id: int
+    n: int
+
+    def admit(self, done: np.ndarray, prompt: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Slots in ``done`` take queued requests in slot order; returns the slots that got one."""
+        idx = np.flatnonzero(done)
+        take = idx[: max(0, min(idx.size, self.n - self.next_id))]
+        ids = np.arange(self.next_id, self.next_id + take.size)
+        self.next_id += take.size
+        self.cur[take] = ids
+        self.pos[take] = 0
+        self.left[take] = out[ids]
+        self.ctx[take] = prompt[ids]
+        admitted = np.zeros_like(done)
+        admitted[take] = True
+        return admitted
+
+
+class _Replica:
+    """One replica's event-driven run."""
+
+    def __init__(self, setup, tables, layout, prompt, out, runs, cont_runs, lengths, conf, later, slots, record, mb):
+        self.s, self.t, self.layout = setup, tables, layout
+        self.prompt, self.out = prompt, out
+        self.runs, self.cont_runs, self.lengths, self.conf, self.later = runs, cont_runs, lengths, conf, later
+        self.m = Machines(layout, record)
+        n = out.size
+        self.slots = _Slots(
+            np.arange(slots), np.zeros(slots, np.int64), out[:slots].copy(), prompt[:slots].copy(), slots, n
+        )
+        mb = max(1, min(mb, slots))
+        edges = np.linspace(0, slots, mb + 1).round().astype(int)
+        self.groups = [slice(a, b) for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
+        # (kind, start, end, passes): passes = [(table, variant, n, ctx, q0, f)] issued as one job
+        self.jobs: list[tuple] = []
+        self.events: list[tuple[float, float, int]] = []  # (time, emitted, completed) at verify ends
+        self.rounds: list[tuple[float, int, int]] = []  # (time, requests verified, draft tokens)
+        self.continuing = np.zeros(slots, bool)
+        self.held = np.zeros(slots, np.int64)  # kept eager tokens: the next pool entry
+        self.stats = dict(eager=0, migrated=0, discarded=0, wasted=0, pool_max=0)
+        self.placement = {"draft_fc_on_pim": [0, 0], "target_attention_on_pim": [0, 0]}
+        maps = [setup.draft_mapping, _flip(setup.draft_mapping, "fc")]
+        self.fc_on_pim = [m.get("fc") == "pim" for m in maps]  # per draft variant of _Tables
+
+    # -- passes -----------------------------------------------------------------------------------
+    def _issue(self, kind, release, g, p, passes, everywhere=False):
+        """Book a job of GPU + link ``g`` and PIM ``p`` seconds; ``passes`` are its passes' look-up keys."""
+        if everywhere and self.layout.stages > 1:
+            start, end = self.m.run_everywhere(release, g, p, kind)
+        else:
+            start, end = self.m.run(release, self.layout.segments(g, p), kind)
+        self.jobs.append((kind, start, end, passes))
+        return end
+
+    def _draft_chain(self, release, lengths, ctx, offset, kind):
+        """Draft passes of one micro-batch: step j drafts for the requests with length > j. The chain is
+        booked as one job (its passes follow each other on the same machines): its serial time and its
+        GPU / PIM split are the sum of its passes'."""
+        if lengths.size == 0 or lengths.max() <= 0:
+            return release
+        k = int(lengths.max())
+        counts = np.bincount(lengths, minlength=k + 1)[1:]  # requests drafting exactly j + 1 tokens
+        csum = np.bincount(lengths, weights=ctx + offset, minlength=k + 1)[1:]
+        n_j = counts[::-1].cumsum()[::-1]
+        c_j = csum[::-1].cumsum()[::-1] / np.maximum(n_j, 1)
+        g_sum = p_sum = 0.0
+        passes = []
+        for j in range(k):
+            n, c = int(n_j[j]), float(c_j[j]) + j
+            v, g, p = self.t.draft_pass(n, c)
+            g_sum += g
+            p_sum += p
+            passes.append(("draft", v, n, c, 0, 0.0))
+            self.placement["draft_fc_on_pim"][0] += self.fc_on_pim[v]
+        self.placement["draft_fc_on_pim"][1] += k
+        return self._issue(kind, release, g_sum, p_sum, passes, everywhere=self.s.draft_copies > 1)
+
+    def _verify(self, release, n, ctx, q):
+        v, q0, f, g, p = self.t.verify_pass(n, ctx, q)
+        m = self.s.target_mapping if v == 0 else _flip(self.s.target_mapping, "attention")
+        self.placement["target_attention_on_pim"][0] += m.get("attention") == "pim"
+        self.placement["target_attention_on_pim"][1] += 1
+        return self._issue("verify", release, g, p, [("verify", v, n, ctx, q0, f)])
+
+    def _prefill(self, release, n):
+        if n == 0:
+            return release
+        t = release
+        for i, table in enumerate(self.t.prefill):
+            g, p = table.at(n, 0.0)
+            t = self._issue("prefill", t, g, p, [("prefill", i, n, 0.0, 0, 0.0)])
+        return t
+
+    # -- requests ---------------------------------------------------------------------------------
+    def _advance(self, sl, t, emitted, advance, verified):
+        """Emit tokens of slots ``sl``, refill finished slots; returns the time the group may go on."""
+        s = self.slots
+        s.left[sl] -= emitted
+        s.ctx[sl] += emitted
+        s.pos[sl] += np.where(verified, advance, 0)
+        done = verified & (s.left[sl] == 0)
+        admitted = np.zeros_like(done)
+        if done.any():
+            mask = np.zeros(s.cur.size, bool)
+            mask[sl] = done
+            admitted = s.admit(mask, self.prompt, self.out)[sl]
+            self.continuing[sl] &= ~done
+            self.held[sl] = np.where(done, 0, self.held[sl])
+        self.events.append((t, float(emitted.sum()), int(done.sum())))
+        serving = self.serving
+        if serving is not None and serving.prefill and admitted.any():
+            return self._prefill(t, int(admitted.sum()))
+        return t
+
+    def _window_runs(self, sl):
+        s = self.slots
+        req = np.minimum(s.cur[sl], s.n - 1)
+        return req, s.pos[sl]
+
+    # -- the loops --------------------------------------------------------------------------------
+    def run(self, serving: Continuous | None):
+        self.serving = serving
+        if self.s.decoding == "ad":
+            return self._loop(self._ad_round)
+        if not self.s.pool_tokens:
+            return self._loop(self._sd_round)
+        if not self.s.eager:
+            return self._sequential_pool()
+        return self._async_pool()
+
+    def _active(self, sl):
+        return self.slots.left[sl] > 0
+
+    def _loop(self, round_fn):
+        """Every micro-batch on its own: a heap of (time the group may go on, group)."""
+        heap = [(0.0, i) for i in range(len(self.groups))]
+        while heap:
+            t, i = heapq.heappop(heap)
+            self.m.advance(t)
+            sl = self.groups[i]
+            if not self._active(sl).any():
+                continue
+            heapq.heappush(heap, (round_fn(sl, t), i))
+
+    def _ad_round(self, sl, t):
+        act = self._active(sl)
+        n = int(act.sum())
+        c = float(self.slots.ctx[sl][act].mean())
+        g, p = self.t.decode.at(n, c)
+        end = self._issue("decode", t, g, p, [("decode", 0, n, c, 0, 0.0)])
+        self.rounds.append((end, n, 0))
+        return self._advance(sl, end, act.astype(np.int64), 1, act)
+
+    def _fresh_lengths(self, sl, cap):
+        """Draft length of each slot from where it stands (0 for an idle slot)."""
+        act = self._active(sl)
+        d = self.s.draft_length
+        if self.lengths is None:
+            return np.where(act, d, 0)
+        req, pos = self._window_runs(sl)
+        return np.where(act, np.minimum(self.lengths[req, pos], cap), 0)
+
+    def _sd_round(self, sl, t):
+        act = self._active(sl)
+        lengths = self._fresh_lengths(sl, self.s.draft_length)
+        ctx = self.slots.ctx[sl]
+        t = self._draft_chain(t, lengths, ctx, 0.0, "draft")
+        n = int(act.sum())
+        end = self._verify(t, n, float(ctx[act].mean()), float((lengths[act] + 1).mean()))
+        req, pos = self._window_runs(sl)
+        acc = np.where(act, np.minimum(self._runs(req, pos, sl), lengths), 0)
+        self.rounds.append((end, n, int(lengths.sum())))
+        emitted = np.where(act, np.minimum(acc + 1, self.slots.left[sl]), 0)
+        return self._advance(sl, end, emitted, acc + 1, act)
+
+    def _runs(self, req, pos, sl):
+        if self.cont_runs is self.runs:
+            return self.runs[req, pos]
+        return np.where(self.continuing[sl], self.cont_runs[req, pos], self.runs[req, pos])
+
+    def _admit_pool(self, members, offered):
+        """Pool admission over the requests of ``members`` (groups): at most d a request, C in all.
+        Returns (slot indices, active, admitted draft tokens per slot of the whole replica)."""
+        d = self.s.draft_length
+        idx = np.concatenate([np.arange(self.groups[i].start, self.groups[i].stop) for i in members])
+        s = self.slots
+        act = s.left[idx] > 0
+        want = np.where(act, np.minimum(offered[idx], d), 0)
+        req = np.minimum(s.cur[idx], s.n - 1)
+        win = np.arange(d)
+
+        def conf_window():
+            w = self.later[req[:, None], s.pos[idx][:, None] + win]
+            w[:, 0] = self.conf[req, s.pos[idx]]
+            return w[None]
+
+        lv = np.zeros(s.cur.size, np.int64)
+        lv[idx] = np.where(act, pool_admit(want[None], conf_window, np.array([act.sum()]), self.s.pool_tokens)[0], 0)
+        self.stats["pool_max"] = max(self.stats["pool_max"], int((lv[idx] + 1)[act].sum()))
+        return idx, act, lv
+
+    def _pooled_verify(self, t, idx, act, lv):
+        n = int(act.sum())
+        ctx = self.slots.ctx[idx]
+        return self._verify(t, n, float(ctx[act].mean()), float((lv[idx][act] + 1).mean()))
+
+    def _sequential_pool(self):
+        """SADDLE-p: every micro-batch drafts, one pooled pass verifies them all, again."""
+        t = 0.0
+        members = list(range(len(self.groups)))
+        cap = self.s.draft_length
+        while self.slots.left.any():
+            self.m.advance(t)
+            offered = np.zeros(self.slots.cur.size, np.int64)
+            ready = t
+            for i in members:
+                sl = self.groups[i]
+                lengths = self._fresh_lengths(sl, cap)
+                offered[sl] = lengths
+                ready = max(ready, self._draft_chain(t, lengths, self.slots.ctx[sl], 0.0, "draft"))
+            idx, act, lv = self._admit_pool(members, offered)
+            end = self._pooled_verify(ready, idx, act, lv)
+            self.stats["wasted"] += int((offered[idx] - lv[idx]).sum())
+            self.rounds.append((end, int(act.sum()), int(offered[idx].sum())))
+            t = end
+            for i in members:
+                sl = self.groups[i]
+                a = self.slots.left[sl] > 0
+                req, pos = self._window_runs(sl)
+                acc = np.where(a, np.minimum(self._runs(req, pos, sl), lv[sl]), 0)
+                emitted = np.where(a, np.minimum(acc + 1, self.slots.left[sl]), 0)
+                t = max(t, self._advance(sl, end, emitted, acc + 1, a))
+
+    def _async_pool(self):
+        """SADDLE-s / SADDLE: micro-batches draft on their own; the verifier takes the pool when idle
+        (``pool_trigger: idle``) or once every micro-batch is in it (``complete``)."""
+        s = self.slots
+        g_n = len(self.groups)
+        ready_at = [None] * g_n  # time a group's entry is in the pool (None: drafting or verifying)
+        offered = np.zeros(s.cur.size, np.int64)
+        full = np.zeros(s.cur.size, np.int64)  # running-product length from where each request stands
+        heap = []  # (time a group's drafting ends, group)
+        for i, t in zip(range(g_n), self._start(list(range(g_n)), [0.0] * g_n, offered, full), strict=True):
+            heapq.heappush(heap, (t, i))
+        verifier_free = 0.0
+        while heap or any(r is not None for r in ready_at):
+            if heap:
+                t, i = heapq.heappop(heap)
+                self.m.advance(min([t, verifier_free] + [r for r in ready_at if r is not None]))
+                if self._active(self.groups[i]).any():
+                    ready_at[i] = t
+            pending = [j for j in range(g_n) if ready_at[j] is not None]
+            if not pending:
+                continue
+            if self.s.pool_trigger == "complete":  # the pass waits until every group is ready
+                if heap:
+                    continue
+                start = max(verifier_free, max(ready_at[j] for j in pending))
+            else:  # "idle": the verifier takes the pool as soon as it is idle
+                start = max(verifier_free, min(ready_at[j] for j in pending))
+                if heap and heap[0][0] <= start:
+                    continue  # another group finishes drafting before the pass starts: it joins the pool
+            members = [j for j in pending if ready_at[j] <= start]
+            for j in members:
+                ready_at[j] = None
+            idx, act, lv = self._admit_pool(members, offered)
+            end = self._pooled_verify(start, idx, act, lv)
+            verifier_free = end
+            self.rounds.append((end, int(act.sum()), 0))
+            for j, t in zip(members, self._finish(members, idx, start, end, lv, offered, full), strict=True):
+                heapq.heappush(heap, (t, j))
+
+    def _chains(self, members, releases, lengths, ctx, offset, kind):
+        """One draft chain per member group (``lengths`` etc. over the groups' concatenated slots)."""
+        out = []
+        k0 = 0
+        for i, release in zip(members, releases, strict=True):
+            size = self.groups[i].stop - self.groups[i].start
+            sl = slice(k0, k0 + size)
+            out.append(
+                self._draft_chain(release, lengths[sl], ctx[sl], offset[sl] if np.ndim(offset) else offset, kind)
+            )
+            k0 += size
+        return out
+
+    def _start(self, members, releases, offered, full):
+        """The groups draft fresh entries (requests without a kept eager entry); returns when each is ready."""
+        d, s = self.s.draft_length, self.slots
+        idx = np.concatenate([np.arange(self.groups[i].start, self.groups[i].stop) for i in members])
+        act = s.left[idx] > 0
+        req = np.minimum(s.cur[idx], s.n - 1)
+        full_i = np.where(act, np.minimum(self.lengths[req, s.pos[idx]], 2 * d + 1), 0)
+        full[idx] = full_i
+        held = self.held[idx]
+        fresh = np.where(held > 0, 0, np.minimum(full_i, d))
+        offered[idx] = np.where(held > 0, held, fresh)
+        self.rounds.append((min(releases), 0, int(fresh.sum())))
+        return self._chains(members, releases, fresh, s.ctx[idx], 0.0, "draft")
+
+    def _finish(self, members, idx, start, end, lv_all, offered, full):
+        """Eager drafting of the verified groups during the pass, then acceptance; returns when each
+        group's next entry is ready."""
+        d, s = self.s.draft_length, self.slots
+        lv, act, off = lv_all[idx], s.left[idx] > 0, offered[idx]
+        extra = np.where(act, np.clip(np.minimum(full[idx], off + d + 1) - off, 0, d + 1), 0)
+        eager_end = self._chains(members, [start] * len(members), extra, s.ctx[idx], off, "eager")
+        req = np.minimum(s.cur[idx], s.n - 1)
+        pos = s.pos[idx]
+        run = (
+            self.runs[req, pos]
+            if self.cont_runs is self.runs
+            else np.where(self.continuing[idx], self.cont_runs[req, pos], self.runs[req, pos])
+        )
+        acc = np.where(act, np.minimum(run, lv), 0)
+        complete = act & (acc == lv)
+        left = off + extra - lv
+        bonus = complete & (run > lv) & (left > 0)
+        keep = bonus & (left > 1)
+        st = self.stats
+        st["eager"] += int(extra.sum())
+        st["migrated"] += int(np.where(keep, left - 1, 0).sum())
+        st["discarded"] += int(np.where(act & ~keep, extra, 0).sum())
+        st["wasted"] += int(np.where(act & ~keep, off + extra - acc - bonus, 0).sum())
+        self.held[idx] = np.where(keep, left - 1, 0)
+        self.continuing[idx] = keep
+        self.rounds.append((start, 0, int(extra.sum())))
+        emitted = np.where(act, np.minimum(acc + 1, s.left[idx]), 0)
+        t = self._advance(idx, end, emitted, acc + 1, act)
+        return self._start(members, [max(t, e) for e in eager_end], offered, full)
+
+
+def _union(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:
+    """Length of the union of intervals clipped to [lo, hi]."""
+    total, cur_s, cur_e = 0.0, None, None
+    for s, e in sorted(intervals):
+        s, e = max(s, lo), min(e, hi)
+        if e <= s:
+            continue
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    return total + (cur_e - cur_s if cur_e is not None else 0.0)
+
+
+def simulate_core(
+    setup: Setup,
+    pair: Pair,
+    prompt_len,
+    output_len,
+    accept=None,
+    draft_lengths=None,
+    confidence=None,
+    confidence_later=None,
+    serving: Continuous | None = None,
+    timelines: bool = False,
+) -> RunResult:
+    """Run every replica. ``prompt_len``/``output_len`` (X, N) per request; ``accept`` (X, N, T) streams
+    (bool or bit flags), ``draft_lengths`` (X, N, T) the adaptive rule's lengths from each position (for a
+    pool: up to 2 d + 1), ``confidence``/``confidence_later`` (X, N, T) for the pool's ranking."""
+    prompt = np.asarray(prompt_len, dtype=float)
+    out = np.asarray(output_len, dtype=np.int64)
+    x, n_req = out.shape
+    slots = n_req if serving is None else serving.slots
+    sd = setup.decoding == "sd"
+    d = setup.draft_length
+    if sd and (accept is None or accept.shape[:2] != (x, n_req)):
+        raise SimError(f"SD needs acceptance streams of shape ({x}, {n_req}, T)")
+    if sd and accept.shape[2] < out.max() + 4 * d + 4:
+        raise SimError(f"acceptance streams of {accept.shape[2]} positions; need >= {out.max() + 4 * d + 4}")
+    if setup.pool_tokens and setup.pool_tokens < slots + 1:
+        raise SimError(f"{setup.name}: pool of {setup.pool_tokens} tokens cannot hold one query token per request")
+    ctx_max = float(prompt.max() + out.max() + 4 * d + 4)
+    tables = _Tables(setup, pair, slots, ctx_max, float(prompt.mean()))
+    layout = Layout.of(setup.system)
+    mb = micro_batches(setup, tables, layout, slots, float(prompt.mean() + out.mean() / 2))
+    if mb == 1 and not setup.pool_tokens:
+        # one micro-batch never overlaps two passes: the event loop reduces to the vectorized engine,
+        # which gives the same results for every replica at once (tests/sim/test_core.py)
+        one = dataclasses.replace(setup, schedule=dataclasses.replace(setup.schedule, micro_batches=1))
+        res = from_engine(simulate(one, pair, prompt, out, accept, draft_lengths, serving))
+        return dataclasses.replace(res, placement={**res.placement, "micro_batches": 1.0})
+    replicas = []
+    for r in range(x):
+        runs = cont = None
+        if sd:
+            runs = match_runs(accept[r])
+            cont = runs if accept.dtype == bool else match_runs(accept[r], True)
+        conf = None if confidence is None else confidence[r]
+        later = conf if confidence_later is None else confidence_later[r]
+        lengths = None if draft_lengths is None else np.asarray(draft_lengths[r])
+        rep = _Replica(setup, tables, layout, prompt[r], out[r], runs, cont, lengths, conf, later, slots, timelines, mb)
+        rep.run(serving)
+        replicas.append(rep)
+    res = _result(setup, tables, layout, replicas, serving, timelines)
+    return dataclasses.replace(res, placement={**res.placement, "micro_batches": float(mb)})
+
+
+def micro_batches(setup: Setup, tables: _Tables, layout: Layout, batch: int, ctx: float) -> int:
+    """How many micro-batches a run cuts its slots into. The system's count where the modelled system
+    requires it (pipeline stages, SpecPIM-style per-micro-batch verification, SADDLE's Draft Generator per
+    micro-batch); else whichever of 1 and that count finishes one round of the whole batch sooner on the
+    machines (a decode pass, or d draft passes and a verification, per micro-batch): a micro-batch pays
+    the weight reads again, and pays off only where GPU and PIM work of different micro-batches overlap."""
+    m = setup.schedule.micro_batches
+    if m <= 1 or layout.stages > 1 or setup.schedule.split == "always" or setup.pool_tokens:
+        return max(1, m)
+
+    def round_time(k: int) -> float:
+        machines, n = Machines(layout), -(-batch // k)
+        end = 0.0
+        for _ in range(k):
+            if setup.decoding == "ad":
+                end = max(end, machines.run(0.0, layout.segments(*tables.decode.at(n, ctx)), "")[1])
+                continue
+            t = 0.0
+            for j in range(setup.draft_length):
+                t = machines.run(t, layout.segments(*tables.draft_pass(n, ctx + j)[1:]), "")[1]
+            end = max(
+                end, machines.run(t, layout.segments(*tables.verify_pass(n, ctx, setup.draft_length + 1)[3:]), "")[1]
+            )
+        return end
+
+    return m if round_time(m) < round_time(1) else 1
+
+
+def _window(rep: _Replica, serving: Continuous | None) -> tuple[float, float]:
+    """[start, end) of the measured time: the whole run for a static batch; else from the warm-up-th
+    completion to the first time a slot finds the queue empty."""
+    ev = rep.events
+    end_all = max((j[2] for j in rep.jobs), default=0.0)
+    if serving is None:
+        return 0.0, end_all
+    times = np.array([e[0] for e in ev])
+    done = np.cumsum([e[2] for e in ev])
+    order = np.argsort(times, kind="stable")
+    times, done = times[order], np.cumsum(np.array([e[2] for e in ev])[order])
+    if done.size == 0 or done[-1] < serving.warmup:
+        raise SimError("continuous batching: the run ended before its warm-up; raise requests_per_slot")
+    start = float(times[np.searchsorted(done, max(serving.warmup, 1))]) if serving.warmup else 0.0
+    # the queue runs dry when the N - slots + 1-th request completes: from then on a slot stays idle
+    dry = rep.slots.n - rep.slots.cur.size + 1
+    end = float(times[min(np.searchsorted(done, dry), times.size - 1)])
+    if end <= start:
+        raise SimError("continuous batching: empty steady-state window; raise simulation.batching.requests_per_slot")
+    return start, end
+
+
+def _result(setup, tables, layout, replicas, serving, timelines) -> RunResult:
+    x = len(replicas)
+    time_s, energy, tokens, iters, drafted, rounds = (np.zeros(x) for _ in range(6))
+    busy = {k: np.zeros(x) for k in ("gpu", "pim", "link")}
+    cls: dict[str, np.ndarray] = {}
+    stage = {k: np.zeros(x) for k in ("draft", "verify", "prefill", "overlap")}
+    win = {k: np.zeros(x) for k in ("start_s", "end_s", "completed", "total_s", "total_tokens")}
+    pool = {k: np.zeros(x) for k in ("eager", "migrated", "discarded", "wasted", "pool_max")}
+    placement = {}
+    lookup = {"draft": tables.draft, "prefill": tables.prefill}
+    for r, rep in enumerate(replicas):
+        lo, hi = _window(rep, serving)
+        time_s[r] = hi - lo
+        win["start_s"][r], win["end_s"][r] = lo, hi
+        win["total_s"][r] = max((j[2] for j in rep.jobs), default=0.0)
+        win["total_tokens"][r] = sum(e[1] for e in rep.events)
+        inside = [e for e in rep.events if lo < e[0] <= hi] if serving is not None else rep.events
+        tokens[r] = sum(e[1] for e in inside)
+        win["completed"][r] = sum(e[2] for e in inside)
+        in_rounds = [q for q in rep.rounds if (lo < q[0] <= hi) or serving is None]
+        iters[r] = sum(1 for q in in_rounds if q[1] > 0)
+        rounds[r] = sum(q[1] for q in in_rounds)
+        drafted[r] = sum(q[2] for q in in_rounds)
+        # energy, device and class times of the passes, each counted by its share inside the window
+        groups: dict = {}
+        for _kind, s, e, passes in rep.jobs:
+            share = 1.0 if e <= s else max(0.0, min(e, hi) - max(s, lo)) / (e - s)
+            if share <= 0:
+                continue
+            for table, variant, n, ctx, q0, f in passes:
+                if n > 0:
+                    groups.setdefault((table, variant, q0), []).append((n, ctx, f, share))
+        for (table, variant, q0), rows in groups.items():
+            n_a, c_a, f_a, w_a = (np.array(v) for v in zip(*rows, strict=True))
+            if table == "verify":
+                parts = [(tables.verify[variant][q0 - 1], 1 - f_a)]
+                if (f_a > 0).any():
+                    parts.append((tables.verify[variant][min(q0, len(tables.verify[variant]) - 1)], f_a))
+            elif table == "decode":
+                parts = [(tables.decode, np.ones_like(f_a))]
+            else:
+                parts = [(lookup[table][variant], np.ones_like(f_a))]
+            for pt, wt in parts:
+                c = pt.table.lookup(n_a.astype(np.int64), c_a)
+                energy[r] += float((c.energy_j * wt * w_a).sum())
+                for k, v in c.busy_s.items():
+                    busy.setdefault(k, np.zeros(x))[r] += float((v * wt * w_a).sum())
+                for k, v in c.by_class_s.items():
+                    cls.setdefault(k, np.zeros(x))[r] += float((v * wt * w_a).sum())
+        spans = {k: [(j[1], j[2]) for j in rep.jobs if j[0] in kinds] for k, kinds in _STAGES.items()}
+        for k, iv in spans.items():
+            stage[k][r] = _union(iv, lo, hi)
+        stage["overlap"][r] = (
+            stage["draft"][r]
+            + stage["verify"][r]
+            + stage["prefill"][r]
+            - _union([iv for v in spans.values() for iv in v], lo, hi)
+        )
+        for k, v in rep.stats.items():
+            pool[k][r] = v
+        for k, (hits, total) in rep.placement.items():
+            placement.setdefault(k, []).append(hits / total if total else np.nan)
+    if setup.static_power:
+        energy = energy + setup.system.static_power_w * time_s
+    return RunResult(
+        time_s=time_s,
+        energy_j=energy,
+        tokens=tokens,
+        iterations=iters,
+        busy_s=busy,
+        class_s=cls,
+        stage_s=stage,
+        drafted=drafted,
+        request_rounds=rounds,
+        window=win,
+        pool=pool,
+        placement={k: float(np.nanmean(v)) for k, v in placement.items() if np.isfinite(v).any()},
+        timelines=[rep.m.intervals for rep in replicas] if timelines else None,
+    )
+
+
+_STAGES = {"draft": ("draft", "eager"), "verify": ("verify", "decode"), "prefill": ("prefill",)}
+__all__ = ["RunResult", "simulate_core", "KINDS", "dataclasses"]
