@@ -63,8 +63,8 @@ def test_ablation_breakdown_and_scheduler_tables(experiments, tmp_path):
         parts = g.set_index("component").time_s
         # the components add up to the end-to-end time (overlap counted negative)
         assert parts.sum() == pytest.approx(g.total_s.iloc[0], rel=1e-9)
-        if system == "PIM-SD":
-            assert parts["overlap"] == 0.0
+        # drafting hidden under verification counts negative (PIM-SD overlaps its micro-batches too)
+        assert parts["overlap"] <= 0.0
     f19 = compute_table("fig19", ws, experiment=str(exp["scheduler"]))
     assert set(f19.scheduler) == {"static", "dynamic"}
     assert np.allclose(f19[f19.scheduler == "static"].speedup_vs_static, 1.0)

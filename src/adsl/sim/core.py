@@ -355,23 +355,20 @@ class _Replica:
         return self._verify(t, n, float(ctx[act].mean()), float((lv[idx][act] + 1).mean()))
 
     def _sequential_pool(self):
-        """SADDLE-p: every micro-batch drafts, one pooled pass verifies them all, again."""
+        """SADDLE-p: every micro-batch drafts, one pooled pass verifies them all, again. A full pool cuts
+        drafts short: the C tokens most likely to pass are drafted, the others are not."""
         t = 0.0
         members = list(range(len(self.groups)))
         cap = self.s.draft_length
         while self.slots.left.any():
             self.m.advance(t)
-            offered = np.zeros(self.slots.cur.size, np.int64)
-            ready = t
+            want = np.zeros(self.slots.cur.size, np.int64)
             for i in members:
-                sl = self.groups[i]
-                lengths = self._fresh_lengths(sl, cap)
-                offered[sl] = lengths
-                ready = max(ready, self._draft_chain(t, lengths, self.slots.ctx[sl], 0.0, "draft"))
-            idx, act, lv = self._admit_pool(members, offered)
+                want[self.groups[i]] = self._fresh_lengths(self.groups[i], cap)
+            idx, act, lv = self._admit_pool(members, want)
+            ready = max([t] + [self._draft_chain(t, lv[g], self.slots.ctx[g], 0.0, "draft") for g in self.groups])
             end = self._pooled_verify(ready, idx, act, lv)
-            self.stats["wasted"] += int((offered[idx] - lv[idx]).sum())
-            self.rounds.append((end, int(act.sum()), int(offered[idx].sum())))
+            self.rounds.append((end, int(act.sum()), int(lv.sum())))
             t = end
             for i in members:
                 sl = self.groups[i]
@@ -415,7 +412,9 @@ class _Replica:
                 ready_at[j] = None
             idx, act, lv = self._admit_pool(members, offered)
             end = self._pooled_verify(start, idx, act, lv)
-            verifier_free = end
+            # the next pass may enter once this one has cleared the first pipeline stage (all of a
+            # tensor-parallel group): verification passes of a pipeline overlap stage by stage
+            verifier_free = self.m.first_stage
             self.rounds.append((end, int(act.sum()), 0))
             for j, t in zip(members, self._finish(members, idx, start, end, lv, offered, full), strict=True):
                 heapq.heappush(heap, (t, j))
@@ -506,10 +505,13 @@ def simulate_core(
     confidence_later=None,
     serving: Continuous | None = None,
     timelines: bool = False,
+    force_events: bool = False,
 ) -> RunResult:
     """Run every replica. ``prompt_len``/``output_len`` (X, N) per request; ``accept`` (X, N, T) streams
     (bool or bit flags), ``draft_lengths`` (X, N, T) the adaptive rule's lengths from each position (for a
-    pool: up to 2 d + 1), ``confidence``/``confidence_later`` (X, N, T) for the pool's ranking."""
+    pool: up to 2 d + 1), ``confidence``/``confidence_later`` (X, N, T) for the pool's ranking.
+    ``timelines``: keep every segment's (machine, start, end, kind); ``force_events``: use the event loop
+    even where one micro-batch makes it the vectorized engine (for tests)."""
     prompt = np.asarray(prompt_len, dtype=float)
     out = np.asarray(output_len, dtype=np.int64)
     x, n_req = out.shape
@@ -526,7 +528,7 @@ def simulate_core(
     tables = _Tables(setup, pair, slots, ctx_max, float(prompt.mean()))
     layout = Layout.of(setup.system)
     mb = micro_batches(setup, tables, layout, slots, float(prompt.mean() + out.mean() / 2))
-    if mb == 1 and not setup.pool_tokens:
+    if mb == 1 and not setup.pool_tokens and not force_events:
         # one micro-batch never overlaps two passes: the event loop reduces to the vectorized engine,
         # which gives the same results for every replica at once (tests/sim/test_core.py)
         one = dataclasses.replace(setup, schedule=dataclasses.replace(setup.schedule, micro_batches=1))

@@ -100,6 +100,7 @@ def run_point(
         draft_split=sim["draft_split"],
         micro_batch_verification=sim["micro_batch_verification"],
         static_power=sim["static_power"],
+        pool_trigger=sim["pool_trigger"],
     )
     setup = build(system_name, ctx)
     if memory_check == "error":

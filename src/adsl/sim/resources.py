@@ -35,6 +35,10 @@ class Layout:
     stages: int
     pim: bool
 
+    @property
+    def machines_per_stage(self) -> int:
+        return 2 if self.pim else 1
+
     @classmethod
     def of(cls, system: SystemSpec) -> Layout:
         s = system.pipeline_stages
@@ -102,13 +106,18 @@ class Machines:
         return t
 
     def run(self, release: float, segments: list[tuple[int, float]], kind: str) -> tuple[float, float]:
-        """Issue a pass at ``release``: (start of its first segment, end of its last)."""
+        """Issue a pass at ``release``: (start of its first segment, end of its last). ``first_stage``
+        afterwards holds when the pass cleared the first pipeline stage (its last segment there)."""
         t, start = release, None
+        first = self.layout.machines_per_stage
+        self.first_stage = release
         for m, dur in segments:
             s = self._place(m, t, dur)
             if start is None:
                 start = s
             t = s + dur
+            if m < first:
+                self.first_stage = t
             self.busy[m] += dur
             if self.intervals is not None:
                 self.intervals.append((m, s, t, kind))

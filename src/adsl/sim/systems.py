@@ -27,6 +27,7 @@ class Context:
     draft_split: str = "inherit"  # micro-batch split of draft passes: best | always | inherit (as the verification's)
     micro_batch_verification: bool = True  # SpecPIM-style systems verify each micro-batch on its own
     static_power: bool = False
+    pool_trigger: str = "complete"  # when SADDLE's Shared Pool is verified: idle | complete
 
 
 def _schedule(ctx: Context, system_name: str) -> Schedule:
@@ -119,6 +120,7 @@ def _fixed_roles(ctx: Context, name: str, dynamic: bool) -> Setup:
         dynamic=dynamic,
         pool_tokens=ctx.settings["pool_tokens"],
         eager=True,
+        pool_trigger=ctx.pool_trigger,
     )
 
 
