@@ -59,7 +59,7 @@ def test_ablation_breakdown_and_scheduler_tables(experiments, tmp_path):
     f14 = compute_table("fig14", ws, experiment=str(exp["ablation"]))
     assert np.allclose(f14[f14.system == "PIM-SD"].normalized, 1.0)
     f16 = compute_table("fig16", ws, experiment=str(exp["ablation"]))
-    for (_b, system), g in f16.groupby(["batch", "system"]):
+    for _key, g in f16.groupby(["batch", "system"]):
         parts = g.set_index("component").time_s
         # the components add up to the end-to-end time (overlap counted negative)
         assert parts.sum() == pytest.approx(g.total_s.iloc[0], rel=1e-9)
