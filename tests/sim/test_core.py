@@ -106,7 +106,7 @@ def test_conservation_and_resources(models, hw, name, make, serving):
         np.testing.assert_array_equal(res.tokens, out.sum(axis=1))
     for timeline in res.timelines:
         by_machine = {}
-        for m, s, e, _ in timeline:
+        for m, s, e, _ in timeline["segments"]:
             by_machine.setdefault(m, []).append((s, e))
         for spans in by_machine.values():
             spans.sort()

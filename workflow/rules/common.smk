@@ -26,6 +26,7 @@ PROFILE_FIGURES = {
     "paper_comparison",
     "batching_static_vs_continuous",
     "validation_gpu",
+    "timeline",
 }
 FIGURE_NAMES = sorted(FIGURES)
 
@@ -78,6 +79,7 @@ TABLE_PATHS = {
     "paper_comparison": "results/paper_comparison.csv",
     "accepted_per_iteration_model": "results/acceptance/accepted_per_iteration_model.csv",
     "batching": "results/simulation/batching.csv",
+    "timeline": "results/simulation/timeline.csv",
 }
 
 

@@ -92,3 +92,25 @@ rule batching_table:
         basedir=BASEDIR,
     script:
         "../scripts/table.py"
+
+
+rule timeline_table:
+    input:
+        models=expand(
+            "results/acceptance/{pair}/{category}.json",
+            pair=SIM["timeline"]["pair"],
+            category=SIM["categories"],
+        ),
+        tau="results/acceptance/tau.csv",
+    output:
+        csv="results/simulation/timeline.csv",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+        cpus_per_task=1,
+    params:
+        name="timeline",
+        basedir=BASEDIR,
+        settings=SIM["timeline"],
+    script:
+        "../scripts/table.py"

@@ -52,6 +52,7 @@ from adsl.figures.fits import (
 from adsl.figures.motivation import fig03a_sd_vs_ad_batch, fig03a_table, fig03b_sd_vs_ad_draft_length, fig03b_table
 from adsl.figures.roofline import fig06_roofline, roofline_table
 from adsl.figures.serving import batching_static_vs_continuous, batching_table
+from adsl.figures.timeline import timeline, timeline_table
 from adsl.figures.validation import anchors_table, validation_gpu
 
 TABLES = {
@@ -75,6 +76,7 @@ TABLES = {
     "area": area_table,
     "paper_comparison": paper_comparison_table,
     "batching": batching_table,
+    "timeline": timeline_table,
 }
 
 # Tables computed from a simulator experiment (adsl.sim.experiment): table -> experiment name.
@@ -112,6 +114,7 @@ FIGURES = {
     "area": ("area", area),
     "paper_comparison": ("paper_comparison", fig_paper_comparison),
     "batching_static_vs_continuous": ("batching", batching_static_vs_continuous),
+    "timeline": ("timeline", timeline),
 }
 
 

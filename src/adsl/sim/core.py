@@ -57,7 +57,8 @@ class RunResult:
     window: dict[str, np.ndarray]  # start_s, end_s, completed, total_s, total_tokens
     pool: dict[str, np.ndarray]  # eager drafted / migrated / discarded, pool_max, wasted
     placement: dict[str, float] = field(default_factory=dict)  # share of passes with draft FC / target attn on PIM
-    timelines: list | None = None  # per replica: (machine, start, end, kind) when asked for
+    # per replica, when asked for: {"segments": [(machine, start, end, kind)], "jobs": [(kind, start, end)]}
+    timelines: list | None = None
 
     @property
     def throughput_tok_s(self) -> np.ndarray:
@@ -379,80 +380,92 @@ class _Replica:
                 t = max(t, self._advance(sl, end, emitted, acc + 1, a))
 
     def _async_pool(self):
-        """SADDLE-s / SADDLE: micro-batches draft on their own; the verifier takes the pool when idle
-        (``pool_trigger: idle``) or once every micro-batch is in it (``complete``)."""
+        """SADDLE-s / SADDLE: each request's next pool entry is ready when its drafting ends (at once for
+        a request that keeps its eager tokens); the verifier takes every ready entry as soon as it is idle
+        (``pool_trigger: idle``) or once every request's entry is ready (``complete``)."""
         s = self.slots
-        g_n = len(self.groups)
-        ready_at = [None] * g_n  # time a group's entry is in the pool (None: drafting or verifying)
-        offered = np.zeros(s.cur.size, np.int64)
-        full = np.zeros(s.cur.size, np.int64)  # running-product length from where each request stands
-        heap = []  # (time a group's drafting ends, group)
-        for i, t in zip(range(g_n), self._start(list(range(g_n)), [0.0] * g_n, offered, full), strict=True):
-            heapq.heappush(heap, (t, i))
+        n_slots = s.cur.size
+        ready = np.zeros(n_slots)  # when each slot's entry is in the pool
+        offered = np.zeros(n_slots, np.int64)  # tokens of that entry
+        full = np.zeros(n_slots, np.int64)  # running-product length from where each request stands
+        group_of = np.zeros(n_slots, np.int64)
+        for i, g in enumerate(self.groups):
+            group_of[g] = i
+        self._draft_fresh(np.arange(n_slots), np.zeros(n_slots), ready, offered, full, group_of)
         verifier_free = 0.0
-        while heap or any(r is not None for r in ready_at):
-            if heap:
-                t, i = heapq.heappop(heap)
-                self.m.advance(min([t, verifier_free] + [r for r in ready_at if r is not None]))
-                if self._active(self.groups[i]).any():
-                    ready_at[i] = t
-            pending = [j for j in range(g_n) if ready_at[j] is not None]
-            if not pending:
-                continue
-            if self.s.pool_trigger == "complete":  # the pass waits until every group is ready
-                if heap:
-                    continue
-                start = max(verifier_free, max(ready_at[j] for j in pending))
-            else:  # "idle": the verifier takes the pool as soon as it is idle
-                start = max(verifier_free, min(ready_at[j] for j in pending))
-                if heap and heap[0][0] <= start:
-                    continue  # another group finishes drafting before the pass starts: it joins the pool
-            members = [j for j in pending if ready_at[j] <= start]
-            for j in members:
-                ready_at[j] = None
-            idx, act, lv = self._admit_pool(members, offered)
-            end = self._pooled_verify(start, idx, act, lv)
+        while True:
+            act = s.left > 0
+            if not act.any():
+                return
+            pending = ready[act]
+            if self.s.pool_trigger == "complete":
+                start = max(verifier_free, float(pending.max()))
+            else:
+                start = max(verifier_free, float(pending.min()))
+            self.m.advance(min(start, verifier_free))
+            idx = np.flatnonzero(act & (ready <= start))
+            lv = self._admit(idx, offered)
+            end = self._verify(start, idx.size, float(s.ctx[idx].mean()), float((lv + 1).mean()))
             # the next pass may enter once this one has cleared the first pipeline stage (all of a
             # tensor-parallel group): verification passes of a pipeline overlap stage by stage
             verifier_free = self.m.first_stage
-            self.rounds.append((end, int(act.sum()), 0))
-            for j, t in zip(members, self._finish(members, idx, start, end, lv, offered, full), strict=True):
-                heapq.heappush(heap, (t, j))
+            self.rounds.append((end, idx.size, 0))
+            self._finish(idx, start, end, lv, ready, offered, full, group_of)
 
-    def _chains(self, members, releases, lengths, ctx, offset, kind):
-        """One draft chain per member group (``lengths`` etc. over the groups' concatenated slots)."""
-        out = []
-        k0 = 0
-        for i, release in zip(members, releases, strict=True):
-            size = self.groups[i].stop - self.groups[i].start
-            sl = slice(k0, k0 + size)
-            out.append(
-                self._draft_chain(release, lengths[sl], ctx[sl], offset[sl] if np.ndim(offset) else offset, kind)
-            )
-            k0 += size
-        return out
-
-    def _start(self, members, releases, offered, full):
-        """The groups draft fresh entries (requests without a kept eager entry); returns when each is ready."""
+    def _admit(self, idx, offered):
+        """Pool admission of the entries of slots ``idx``: at most d tokens a request, C in all, the
+        tokens with the highest running product first."""
         d, s = self.s.draft_length, self.slots
-        idx = np.concatenate([np.arange(self.groups[i].start, self.groups[i].stop) for i in members])
+        want = np.minimum(offered[idx], d)
+        req = np.minimum(s.cur[idx], s.n - 1)
+        pos = s.pos[idx]
+
+        def conf_window():
+            w = self.later[req[:, None], pos[:, None] + np.arange(d)]
+            w[:, 0] = self.conf[req, pos]
+            return w[None]
+
+        lv = pool_admit(want[None], conf_window, np.array([idx.size]), self.s.pool_tokens)[0]
+        self.stats["pool_max"] = max(self.stats["pool_max"], int((lv + 1).sum()))
+        return lv
+
+    def _group_chains(self, idx, releases, lengths, offset, group_of, kind):
+        """One draft chain per micro-batch among the slots ``idx``; returns each slot's chain end."""
+        ends = np.zeros(idx.size)
+        g = group_of[idx]
+        for i in np.unique(g):
+            sel = g == i
+            ends[sel] = self._draft_chain(
+                float(releases[sel].max()), lengths[sel], self.slots.ctx[idx[sel]], offset[sel], kind
+            )
+        return ends
+
+    def _draft_fresh(self, idx, releases, ready, offered, full, group_of):
+        """Slots ``idx`` without a kept eager entry draft a fresh one (from ``releases``, per micro-batch)."""
+        d, s = self.s.draft_length, self.slots
         act = s.left[idx] > 0
         req = np.minimum(s.cur[idx], s.n - 1)
-        full_i = np.where(act, np.minimum(self.lengths[req, s.pos[idx]], 2 * d + 1), 0)
-        full[idx] = full_i
+        full[idx] = np.where(act, np.minimum(self.lengths[req, s.pos[idx]], 2 * d + 1), 0)
         held = self.held[idx]
-        fresh = np.where(held > 0, 0, np.minimum(full_i, d))
+        fresh = np.where(act & (held == 0), np.minimum(full[idx], d), 0)
         offered[idx] = np.where(held > 0, held, fresh)
-        self.rounds.append((min(releases), 0, int(fresh.sum())))
-        return self._chains(members, releases, fresh, s.ctx[idx], 0.0, "draft")
+        draft = fresh > 0
+        ready[idx] = releases
+        if draft.any():
+            zero = np.zeros(draft.sum())
+            ready[idx[draft]] = self._group_chains(idx[draft], releases[draft], fresh[draft], zero, group_of, "draft")
+            self.rounds.append((float(releases[draft].min()), 0, int(fresh.sum())))
 
-    def _finish(self, members, idx, start, end, lv_all, offered, full):
-        """Eager drafting of the verified groups during the pass, then acceptance; returns when each
-        group's next entry is ready."""
+    def _finish(self, idx, start, end, lv, ready, offered, full, group_of):
+        """Eager drafting of the verified requests during the pass, then acceptance and their next entries."""
         d, s = self.s.draft_length, self.slots
-        lv, act, off = lv_all[idx], s.left[idx] > 0, offered[idx]
-        extra = np.where(act, np.clip(np.minimum(full[idx], off + d + 1) - off, 0, d + 1), 0)
-        eager_end = self._chains(members, [start] * len(members), extra, s.ctx[idx], off, "eager")
+        off = offered[idx]
+        extra = np.clip(np.minimum(full[idx], off + d + 1) - off, 0, d + 1)
+        eager_end = np.full(idx.size, start)
+        if extra.any():
+            e = extra > 0
+            eager_end[e] = self._group_chains(idx[e], np.full(e.sum(), start), extra[e], off[e], group_of, "eager")
+            self.rounds.append((start, 0, int(extra.sum())))
         req = np.minimum(s.cur[idx], s.n - 1)
         pos = s.pos[idx]
         run = (
@@ -460,22 +473,21 @@ class _Replica:
             if self.cont_runs is self.runs
             else np.where(self.continuing[idx], self.cont_runs[req, pos], self.runs[req, pos])
         )
-        acc = np.where(act, np.minimum(run, lv), 0)
-        complete = act & (acc == lv)
+        acc = np.minimum(run, lv)
         left = off + extra - lv
-        bonus = complete & (run > lv) & (left > 0)
+        bonus = (acc == lv) & (run > lv) & (left > 0)
         keep = bonus & (left > 1)
         st = self.stats
         st["eager"] += int(extra.sum())
         st["migrated"] += int(np.where(keep, left - 1, 0).sum())
-        st["discarded"] += int(np.where(act & ~keep, extra, 0).sum())
-        st["wasted"] += int(np.where(act & ~keep, off + extra - acc - bonus, 0).sum())
+        st["discarded"] += int(np.where(~keep, extra, 0).sum())
+        st["wasted"] += int(np.where(~keep, off + extra - acc - bonus, 0).sum())
         self.held[idx] = np.where(keep, left - 1, 0)
         self.continuing[idx] = keep
-        self.rounds.append((start, 0, int(extra.sum())))
-        emitted = np.where(act, np.minimum(acc + 1, s.left[idx]), 0)
-        t = self._advance(idx, end, emitted, acc + 1, act)
-        return self._start(members, [max(t, e) for e in eager_end], offered, full)
+        act = np.ones(idx.size, bool)
+        emitted = np.minimum(acc + 1, s.left[idx])
+        t = self._advance(idx, end, emitted, acc + 1, act)  # refills finished slots (their prefill)
+        self._draft_fresh(idx, np.maximum(t, eager_end), ready, offered, full, group_of)
 
 
 def _union(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:
@@ -677,7 +689,9 @@ def _result(setup, tables, layout, replicas, serving, timelines) -> RunResult:
         window=win,
         pool=pool,
         placement={k: float(np.nanmean(v)) for k, v in placement.items() if np.isfinite(v).any()},
-        timelines=[rep.m.intervals for rep in replicas] if timelines else None,
+        timelines=[{"segments": rep.m.intervals, "jobs": [j[:3] for j in rep.jobs]} for rep in replicas]
+        if timelines
+        else None,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -17,9 +18,10 @@ from adsl.fitting.generator import (
     running_product_lengths,
 )
 from adsl.fitting.modelfile import read_model
-from adsl.sim.batching import Batching
-from adsl.sim.core import from_engine, simulate_core
-from adsl.sim.engine import check_memory, memory_need, simulate
+from adsl.perf.models import Pair
+from adsl.sim.batching import Batching, Continuous
+from adsl.sim.core import RunResult, from_engine, simulate_core
+from adsl.sim.engine import Setup, check_memory, memory_need, simulate
 from adsl.sim.pools import simulate_pooled
 from adsl.sim.systems import Context, build
 
@@ -74,7 +76,25 @@ def _ci95(values: np.ndarray) -> float:
     return float(stats.t.ppf(0.975, values.size - 1) * values.std(ddof=1) / np.sqrt(values.size))
 
 
-def run_point(
+@dataclass(frozen=True)
+class PointInputs:
+    """Everything one configuration point simulates: the system's setup and the requests' arrays."""
+
+    setup: Setup
+    pair: Pair
+    batch: int
+    seq_len: int
+    prompts: np.ndarray  # (replicas, requests)
+    out: np.ndarray
+    serving: Continuous | None
+    accept: np.ndarray | None = None  # (replicas, requests, positions), speculative systems
+    confidence: np.ndarray | None = None
+    confidence_later: np.ndarray | None = None
+    lengths: np.ndarray | None = None  # the adaptive rule's draft lengths
+    memory: tuple[float, float] = (0.0, 0.0)  # (needed, available) bytes
+
+
+def point_inputs(
     ws,
     pair_name: str,
     system_name: str,
@@ -85,8 +105,9 @@ def run_point(
     memory_check: str = "error",
     taus: dict[str, float] | None = None,
     sim: dict | None = None,
-) -> dict:
-    """One configuration point; ``sim``: the simulation settings (default: the configuration's)."""
+) -> PointInputs:
+    """The setup of ``system_name`` for one point and its requests' streams (common random numbers: every
+    system and draft length sees the same streams for a (pair, batch))."""
     sim = sim or ws.config["simulation"]
     pair = ws.models.pair(pair_name)
     ctx = Context(
@@ -105,36 +126,73 @@ def run_point(
     setup = build(system_name, ctx)
     if memory_check == "error":
         check_memory(setup, pair, batch, seq_len)
-    need, have = memory_need(setup, pair, batch, seq_len)
     batching = Batching(**sim["batching"])
-    serving = batching.serving(batch)
     x, n = sim["replicas"], batching.requests(batch)
     prompt = min(sim["prompt_len"], seq_len - 1)
     out = np.full((x, n), seq_len - prompt)
-    acc = conf = later = None
+    acc = conf = later = lengths = None
     if setup.decoding == "sd":
-        # common random numbers: every system and draft length sees the same streams for a (pair, batch)
         if d > STREAM_SLACK:
             raise ValueError(f"draft length {d} > {STREAM_SLACK} is not supported")
         t = int(out.max()) + STREAM_SLACK + 1
         conf, later, acc = request_streams(models, sim["categories"], x, n, t, ws.config["seed"] + batch)
-    lengths = None
     if setup.policy == "running_product":
         if taus is None:
             raise ValueError(f"{system_name} drafts adaptively and needs tau per category (results/acceptance/tau.csv)")
-        # a pooled request may hold up to d eager tokens beyond a d-token entry: lengths up to 2 d
         light = sim["tau_light_load"]
         if batch <= light["batch_at_most"]:  # lightly loaded: longer drafts use the idle parallelism
             taus = {c: t * light["factor"] for c, t in taus.items()}
         boosts = {c: continuation_boost(m) for c, m in models.items()}
+        # a pooled request may hold up to d eager tokens beyond a d-token entry: lengths up to 2 d
         lengths = adaptive_lengths(conf, sim["categories"], taus, 2 * d if setup.pool_tokens else d, boosts)
-    prompts = np.full((x, n), float(prompt))
-    if sim["core"] == "event":
-        res = simulate_core(setup, pair, prompts, out, acc, lengths, conf, later, serving)
-    elif setup.pool_tokens:
-        res = from_engine(simulate_pooled(setup, pair, prompts, out, acc, conf, lengths, serving, later))
-    else:
-        res = from_engine(simulate(setup, pair, prompts, out, acc, lengths, serving))
+    return PointInputs(
+        setup,
+        pair,
+        batch,
+        seq_len,
+        np.full((x, n), float(prompt)),
+        out,
+        batching.serving(batch),
+        acc,
+        conf,
+        later,
+        lengths,
+        memory_need(setup, pair, batch, seq_len),
+    )
+
+
+def simulate_point(p: PointInputs, core: str = "event", timelines: bool = False) -> RunResult:
+    """Run a point on the event-driven core or on the round-based engines (the previous model)."""
+    if core == "event":
+        return simulate_core(
+            p.setup,
+            p.pair,
+            p.prompts,
+            p.out,
+            p.accept,
+            p.lengths,
+            p.confidence,
+            p.confidence_later,
+            p.serving,
+            timelines,
+        )
+    if p.setup.pool_tokens:
+        args = (p.accept, p.confidence, p.lengths, p.serving, p.confidence_later)
+        return from_engine(simulate_pooled(p.setup, p.pair, p.prompts, p.out, *args))
+    return from_engine(simulate(p.setup, p.pair, p.prompts, p.out, p.accept, p.lengths, p.serving))
+
+
+def run_point(ws, pair_name, system_name, batch, d, seq_len, models, memory_check="error", taus=None, sim=None) -> dict:
+    """One configuration point as a table row; ``sim``: the simulation settings (default: the config's)."""
+    sim = sim or ws.config["simulation"]
+    p = point_inputs(ws, pair_name, system_name, batch, d, seq_len, models, memory_check, taus, sim)
+    return point_row(p, simulate_point(p, sim["core"]), pair_name, system_name, d)
+
+
+def point_row(p: PointInputs, res: RunResult, pair_name: str, system_name: str, d: int) -> dict:
+    """The tidy row of a point: throughput and its interval, energy, window, utilisation, placements."""
+    setup, batch, seq_len = p.setup, p.batch, p.seq_len
+    need, have = p.memory
     # busy time sums every stage's work; stages run on different devices side by side
     stages = setup.system.pipeline_stages
     busy = {k: float(np.mean(v / (res.time_s * stages))) for k, v in res.busy_s.items()}
@@ -147,7 +205,7 @@ def run_point(
         policy=setup.policy,
         seq_len=seq_len,
         hardware=setup.system.name,
-        batching=batching.mode,
+        batching="static" if p.serving is None else "continuous",
         memory_needed_gb=need / 1e9,
         memory_available_gb=have / 1e9,
         fits_memory=need <= have,
