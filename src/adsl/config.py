@@ -106,6 +106,15 @@ def load_config(config: dict | str | Path, file: str | None = None) -> dict:
         config = read_yaml(config) or {}
     schema = read_yaml(SCHEMA_PATH)
     cfg = validate(config, schema, file or "config")
+    steps, sim = cfg["simulation"]["attribution"], {}
+    for i, step in enumerate(steps):
+        sim = merged(sim, step.get("simulation", {}))
+        base = {k: v for k, v in cfg["simulation"].items() if k not in ("experiments", "attribution")}
+        try:
+            validate({**cfg, "simulation": merged(base, sim)}, schema, file or "config")
+        except ConfigError as exc:
+            where = f"simulation.attribution.{i}.simulation"
+            raise ConfigError(exc.file, f"{where} -> {exc.field}", exc.reason) from exc
     for name, exp in cfg["simulation"]["experiments"].items():
         if exp.get("overrides"):
             try:

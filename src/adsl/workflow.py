@@ -202,11 +202,7 @@ def calibration_check(smk) -> None:
     write_csv(curves, smk.output.curves)
 
 
-def experiment(smk) -> None:
-    from adsl.io import atomic_path
-    from adsl.sim.experiment import run_experiment
-
-    ws = _workspace(smk)
+def _experiment_inputs(smk):
     paths: dict[str, dict[str, str]] = {}
     for p in smk.input.models:
         paths.setdefault(Path(p).parent.name, {})[Path(p).stem] = p
@@ -214,6 +210,23 @@ def experiment(smk) -> None:
     if "tau" in smk.input.keys():
         t = pd.read_csv(smk.input.tau)
         taus = {pair: dict(zip(g.category, g.tau.astype(float), strict=True)) for pair, g in t.groupby("pair")}
-    df = run_experiment(ws, smk.wildcards.experiment, paths, taus)
+    return paths, taus
+
+
+def attribution_step(smk) -> None:
+    """One step of the attribution study (adsl.sim.attribution)."""
+    from adsl.io import atomic_path
+    from adsl.sim.attribution import run_step
+
+    df = run_step(_workspace(smk), int(smk.wildcards.step), *_experiment_inputs(smk))
+    with atomic_path(smk.output[0]) as tmp:
+        df.to_parquet(tmp, index=False)
+
+
+def experiment(smk) -> None:
+    from adsl.io import atomic_path
+    from adsl.sim.experiment import run_experiment
+
+    df = run_experiment(_workspace(smk), smk.wildcards.experiment, *_experiment_inputs(smk))
     with atomic_path(smk.output[0]) as tmp:
         df.to_parquet(tmp, index=False)

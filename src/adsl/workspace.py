@@ -21,6 +21,17 @@ class Workspace:
     def path(self, p: str | Path) -> Path:
         return resolve(p, self.base)
 
+    def with_overrides(self, simulation: dict | None = None, hardware: dict | None = None) -> Workspace:
+        """The same workspace with simulation settings and hardware catalogue entries laid over it
+        (both checked against their schemas)."""
+        from adsl.config import load_config, merged
+
+        cfg = self.config
+        if simulation:
+            cfg = load_config({**cfg, "simulation": merged(cfg["simulation"], simulation)})
+        hw = load_hardware(resolve(cfg["catalogues"]["hardware"], self.base), hardware) if hardware else self.hardware
+        return Workspace(cfg, self.models, hw, self.base)
+
 
 def _check_refs(cfg: dict, file: str, models: ModelCatalogue, hw: HardwareCatalogue) -> None:
     roof = cfg["roofline"]

@@ -2,6 +2,7 @@ import os
 
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 from adsl.config import resolve
 from adsl.figures import FIGURES, SIMULATION_TABLES
@@ -27,6 +28,7 @@ PROFILE_FIGURES = {
     "batching_static_vs_continuous",
     "validation_gpu",
     "timeline",
+    "fidelity_attribution",
 }
 FIGURE_NAMES = sorted(FIGURES)
 
@@ -80,6 +82,7 @@ TABLE_PATHS = {
     "accepted_per_iteration_model": "results/acceptance/accepted_per_iteration_model.csv",
     "batching": "results/simulation/batching.csv",
     "timeline": "results/simulation/timeline.csv",
+    "fidelity_attribution": "results/simulation/fidelity_attribution.csv",
 }
 
 
@@ -99,6 +102,7 @@ def default_targets():
             "results/acceptance/heldout_check.csv",
             "results/acceptance/tau.csv",
             "results/acceptance/calibration_check.csv",
+            "results/simulation/layouts.csv",
         ]
     return figure_outputs(names) + extra
 

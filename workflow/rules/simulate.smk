@@ -36,7 +36,11 @@ rule experiment:
         basedir=BASEDIR,
         settings=lambda wc: [
             SIM["experiments"][wc.experiment],
-            {k: v for k, v in SIM.items() if k != "experiments"},
+            {
+                k: v
+                for k, v in SIM.items()
+                if k not in ("experiments", "attribution", "timeline")
+            },
         ],
     script:
         "../scripts/fitting.py"
@@ -112,5 +116,71 @@ rule timeline_table:
         name="timeline",
         basedir=BASEDIR,
         settings=SIM["timeline"],
+    script:
+        "../scripts/table.py"
+
+
+ATTRIBUTION = SIM["attribution"]
+
+
+rule attribution_step:
+    input:
+        unpack(lambda wc: experiment_inputs(SimpleNamespace(experiment="main"))),
+    output:
+        "results/attribution/step{step}.parquet",
+    wildcard_constraints:
+        step=r"\d+",
+    resources:
+        mem_mb=8000,
+        runtime=60,
+        cpus_per_task=1,
+    params:
+        step="attribution_step",
+        basedir=BASEDIR,
+        settings=lambda wc: [
+            ATTRIBUTION[: int(wc.step) + 1],
+            {
+                k: v
+                for k, v in SIM.items()
+                if k not in ("experiments", "attribution", "timeline")
+            },
+        ],
+    script:
+        "../scripts/fitting.py"
+
+
+rule attribution_table:
+    input:
+        steps=expand(
+            "results/attribution/step{step}.parquet", step=range(len(ATTRIBUTION))
+        ),
+        headlines=str(resolve_input("data/paper_headlines.csv")),
+    output:
+        csv="results/simulation/fidelity_attribution.csv",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+        cpus_per_task=1,
+    params:
+        name="fidelity_attribution",
+        basedir=BASEDIR,
+        settings=ATTRIBUTION,
+    script:
+        "../scripts/table.py"
+
+
+rule layouts_table:
+    input:
+        tensor_parallel="results/experiments/main.parquet",
+        pipeline="results/experiments/layout_pipeline.parquet",
+    output:
+        csv="results/simulation/layouts.csv",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+        cpus_per_task=1,
+    params:
+        name="layouts",
+        basedir=BASEDIR,
     script:
         "../scripts/table.py"

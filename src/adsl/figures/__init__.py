@@ -16,6 +16,7 @@ from adsl.figures.acceptance import (
     fig04b_accepted_per_iteration,
     per_iteration_table,
 )
+from adsl.figures.attribution import attribution_table, fidelity_attribution
 from adsl.figures.breakdown import (
     area,
     area_table,
@@ -51,7 +52,7 @@ from adsl.figures.fits import (
 )
 from adsl.figures.motivation import fig03a_sd_vs_ad_batch, fig03a_table, fig03b_sd_vs_ad_draft_length, fig03b_table
 from adsl.figures.roofline import fig06_roofline, roofline_table
-from adsl.figures.serving import batching_static_vs_continuous, batching_table
+from adsl.figures.serving import batching_static_vs_continuous, batching_table, layouts_table
 from adsl.figures.timeline import timeline, timeline_table
 from adsl.figures.validation import anchors_table, validation_gpu
 
@@ -77,6 +78,8 @@ TABLES = {
     "paper_comparison": paper_comparison_table,
     "batching": batching_table,
     "timeline": timeline_table,
+    "fidelity_attribution": attribution_table,
+    "layouts": layouts_table,
 }
 
 # Tables computed from a simulator experiment (adsl.sim.experiment): table -> experiment name.
@@ -115,6 +118,7 @@ FIGURES = {
     "paper_comparison": ("paper_comparison", fig_paper_comparison),
     "batching_static_vs_continuous": ("batching", batching_static_vs_continuous),
     "timeline": ("timeline", timeline),
+    "fidelity_attribution": ("fidelity_attribution", fidelity_attribution),
 }
 
 

@@ -43,3 +43,27 @@ def batching_static_vs_continuous(ws: Workspace, df: pd.DataFrame):
     axes[0][-1].legend(fontsize=7, title=None, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.suptitle("Gain from continuous batching (slots refilled from a queue)", y=1.03)
     return fig, df
+
+
+def layouts_table(ws: Workspace, tensor_parallel: str, pipeline: str) -> pd.DataFrame:
+    """SADDLE's silicon in its two layouts, per system and batch: throughput tensor-parallel (the main
+    experiment) and as pipeline stages, which is faster, and what limits the pipeline (micro-batches,
+    device utilisation)."""
+    del ws
+    keys = ["pair", "system", "batch"]
+    tp = pd.read_parquet(tensor_parallel)
+    pp = pd.read_parquet(pipeline).set_index(keys)
+    tp = tp[tp.system.isin(pp.index.get_level_values("system"))].set_index(keys)
+    out = pd.DataFrame(
+        {
+            "tensor_parallel_tok_s": tp.throughput_tok_s,
+            "pipeline_tok_s": pp.throughput_tok_s.reindex(tp.index),
+            "pipeline_micro_batches": pp.micro_batches.reindex(tp.index),
+            "tensor_parallel_gpu_util": tp.gpu_util,
+            "pipeline_gpu_util": pp.gpu_util.reindex(tp.index),
+            "pipeline_overlap_share": (pp.stage_overlap_s / pp.time_s).reindex(tp.index),
+        }
+    ).reset_index()
+    out["faster"] = out.tensor_parallel_tok_s.gt(out.pipeline_tok_s).map({True: "tensor_parallel", False: "pipeline"})
+    out["ratio"] = out.tensor_parallel_tok_s / out.pipeline_tok_s
+    return out.sort_values(keys).reset_index(drop=True)

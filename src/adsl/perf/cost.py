@@ -26,6 +26,8 @@ def gpu_op_cost(op: Op, gpu: GPUSpec, runtime: RuntimeSpec, mem_bw_bytes_s: floa
     issues kernels asynchronously, the longer of the two)."""
     bw = (mem_bw_bytes_s or gpu.mem_bw_bytes_s) * gpu.eta_memory
     roof = np.maximum(op.flops / (gpu.peak_flops * gpu.eta_compute), op.bytes / bw)
+    if op.cls == "attention" and runtime.attention_time_factor != 1.0:
+        roof = roof * runtime.attention_time_factor
     fixed = runtime.fixed_s[op.cls]
     t = np.maximum(roof, fixed) if runtime.async_launch else roof + fixed
     e = (op.bytes * gpu.hbm_read_pj_per_byte + op.flops * gpu.pj_per_flop) * PJ

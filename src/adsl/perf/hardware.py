@@ -67,6 +67,9 @@ class RuntimeSpec:
     # True: the host issues kernels ahead of the GPU (eager PyTorch), so a kernel takes the longer of its
     # GPU time and the host's time per kernel; False: the fixed cost adds to the GPU time (fitted so)
     async_launch: bool = False
+    # GPU attention time as a multiple of its roofline (1: the roofline; the AttAcc simulator charges
+    # GPT-3's GPU attention about 8x its bytes bound, an assumption only the attribution study switches on)
+    attention_time_factor: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -128,8 +131,15 @@ def _ref(path, field, name, table):
     return table[name]
 
 
-def load_hardware(path: str | Path) -> HardwareCatalogue:
-    raw = validate(read_yaml(path), catalogue_schema("hardware_file"), str(path), fill_defaults=False)
+def load_hardware(path: str | Path, overrides: dict | None = None) -> HardwareCatalogue:
+    """The catalogue at ``path``, with ``overrides`` (the same nesting as the file) laid over it first;
+    either way the result is checked against the catalogue schema."""
+    from adsl.config import merged
+
+    raw = read_yaml(path)
+    if overrides:
+        raw = merged(raw, overrides)
+    raw = validate(raw, catalogue_schema("hardware_file"), str(path), fill_defaults=False)
     gpus = {n: GPUSpec(name=n, **v) for n, v in raw["gpus"].items()}
     pims = {n: PIMSpec(name=n, **v) for n, v in raw["pim_stacks"].items()}
     runtimes = {n: RuntimeSpec(name=n, **v) for n, v in raw["runtimes"].items()}
