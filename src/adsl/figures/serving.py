@@ -53,7 +53,7 @@ def layouts_table(ws: Workspace, tensor_parallel: str, pipeline: str) -> pd.Data
     keys = ["pair", "system", "batch"]
     tp = pd.read_parquet(tensor_parallel)
     pp = pd.read_parquet(pipeline).set_index(keys)
-    tp = tp[tp.system.isin(pp.index.get_level_values("system"))].set_index(keys)
+    tp = tp.set_index(keys).reindex(pp.index)
     out = pd.DataFrame(
         {
             "tensor_parallel_tok_s": tp.throughput_tok_s,

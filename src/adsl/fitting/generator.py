@@ -244,7 +244,9 @@ def draft_log_products(conf: np.ndarray, boost: float = 0.0):
     later = log_running_sums(later_confidence(conf, boost)) if boost else None
 
     def at(sums, idx):
-        idx = np.minimum(np.atleast_2d(idx), t)
+        if np.ndim(idx) == 1:  # one start per column, the same for every stream: plain column indexing
+            return sums[:, np.minimum(idx, t)]
+        idx = np.minimum(idx, t)
         return np.take_along_axis(sums, np.broadcast_to(idx, (n, idx.shape[1])), axis=1)
 
     def log_h(start, k):

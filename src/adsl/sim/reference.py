@@ -83,3 +83,79 @@ def simulate_one(
     if setup.static_power:
         energy_j += setup.system.static_power_w * time_s
     return {"time_s": time_s, "energy_j": energy_j, "tokens": sum(it["emitted"] for it in measured)}
+
+
+def simulate_micro_batches(setup: Setup, pair, prompt, out, accept=None, lengths=None, serving=None, groups=2):
+    """Plain-Python reference of the event core's micro-batch loop without a pool (AD, or SD with
+    per-micro-batch verification): one replica, request by request; the same machines and pass tables."""
+    import heapq
+
+    from adsl.sim.core import _Tables
+    from adsl.sim.resources import Layout, Machines
+
+    n_req, slots = len(out), (len(out) if serving is None else serving.slots)
+    d = setup.draft_length
+    flags = as_flags(np.asarray(accept)) if accept is not None else None
+    tables = _Tables(setup, pair, slots, max(prompt) + max(out) + 4 * d + 4, float(np.mean(prompt)))
+    layout = Layout.of(setup.system)
+    machines = Machines(layout)
+    bounds = [round(slots * k / groups) for k in range(groups + 1)]
+    members = [list(range(bounds[k], bounds[k + 1])) for k in range(groups)]
+    holder = list(range(slots))
+    queue = list(range(slots, n_req))
+    gen, ctx, pos = [0] * n_req, list(map(float, prompt)), [0] * n_req
+    events = []  # (time, emitted, completed)
+    energy_keys = []
+    heap = [(0.0, k) for k in range(groups) if members[k]]
+    while heap:
+        t, k = heapq.heappop(heap)
+        act = [holder[s] for s in members[k] if holder[s] is not None]
+        if not act:
+            continue
+        if setup.decoding == "ad":
+            c = sum(ctx[i] for i in act) / len(act)
+            g, p = tables.decode.at(len(act), c)
+            end = machines.run(t, layout.segments(g, p), "decode")[1]
+            energy_keys.append(("decode", 0, len(act), c, 0, 0.0))
+            steps = {i: 1 for i in act}
+        else:
+            length = {i: (min(int(lengths[i][pos[i]]), d) if lengths is not None else d) for i in act}
+            g_sum = p_sum = 0.0
+            for j in range(max(length.values())):
+                drafting = [i for i in act if length[i] > j]
+                c = sum(ctx[i] for i in drafting) / len(drafting) + j
+                _, g, p = tables.draft_pass(len(drafting), c)
+                g_sum, p_sum = g_sum + g, p_sum + p
+                energy_keys.append(("draft", 0, len(drafting), c, 0, 0.0))
+            t = machines.run(t, layout.segments(g_sum, p_sum), "draft")[1] if g_sum + p_sum > 0 else t
+            q = sum(length[i] + 1 for i in act) / len(act)
+            c = sum(ctx[i] for i in act) / len(act)
+            v, q0, f, g, p = tables.verify_pass(len(act), c, q)
+            end = machines.run(t, layout.segments(g, p), "verify")[1]
+            energy_keys.append(("verify", v, len(act), c, q0, f))
+            steps = {}
+            for i in act:
+                a = 0
+                while a < length[i] and flags[i][pos[i] + a] & (FIRST if a == 0 else CONTINUED):
+                    a += 1
+                steps[i] = a + 1
+        emitted = done = admitted = 0
+        for i in act:
+            e = min(steps[i], out[i] - gen[i])
+            gen[i] += e
+            ctx[i] += e
+            pos[i] += steps[i]
+            emitted += e
+        for s in members[k]:
+            i = holder[s]
+            if i is not None and gen[i] >= out[i]:
+                done += 1
+                holder[s] = queue.pop(0) if queue else None
+                admitted += holder[s] is not None
+        events.append((end, emitted, done))
+        if serving is not None and serving.prefill and admitted:
+            for table in tables.prefill:
+                g, p = table.at(admitted, 0.0)
+                end = machines.run(end, layout.segments(g, p), "prefill")[1]
+        heapq.heappush(heap, (end, k))
+    return {"tokens": sum(e[1] for e in events), "end_s": max(e[0] for e in events), "events": events}

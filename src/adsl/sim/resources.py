@@ -132,25 +132,26 @@ class Machines:
 @dataclass(frozen=True)
 class PassTable:
     """Scalar look-ups of one kind of pass (model, tokens per request, placement) for 0..n_max requests
-    over the context grid of ``CostTable``: GPU + link time, PIM time, total time and energy."""
+    over the context grid of ``CostTable``: GPU + link time and PIM time (the table keeps the rest)."""
 
     table: CostTable
-    gpu: np.ndarray
-    pim: np.ndarray
+    gpu: list  # per request count, per context grid point (Python floats: fast scalar arithmetic)
+    pim: list
 
     @classmethod
     def build(cls, model, system, q, mapping, n_max, ctx_max, copies=1) -> PassTable:
         t = CostTable.build(model, system, q, mapping, Schedule(), n_max, ctx_max, copies)
         zero = np.zeros_like(t.time_s)
         gpu = t.busy_s.get("gpu", zero) + t.busy_s.get("link", zero)
-        return cls(t, gpu, t.busy_s.get("pim", zero))
+        return cls(t, gpu.tolist(), t.busy_s.get("pim", zero).tolist())
 
     def at(self, n: int, ctx: float) -> tuple[float, float]:
-        """(GPU + link seconds, PIM seconds) of a pass over ``n`` requests at mean context ``ctx``."""
+        """(GPU + link seconds, PIM seconds) of a pass over ``n`` requests at mean context ``ctx``,
+        linear in context between grid points as ``CostTable.lookup``."""
         if n <= 0:
             return 0.0, 0.0
         pos = ctx / CTX_STEP
-        i = min(int(pos), self.gpu.shape[1] - 2)
-        f = pos - i
         g, p = self.gpu[n], self.pim[n]
-        return float(g[i] * (1 - f) + g[i + 1] * f), float(p[i] * (1 - f) + p[i + 1] * f)
+        i = min(int(pos), len(g) - 2)
+        f = pos - i
+        return g[i] * (1 - f) + g[i + 1] * f, p[i] * (1 - f) + p[i + 1] * f
