@@ -24,7 +24,7 @@ import numpy as np
 from adsl.perf.hardware import SystemSpec
 from adsl.sim.timing import CTX_STEP, CostTable, Schedule
 
-CHUNKS = 4  # FC / attention alternations per pass: layers are grouped into this many chunks
+CHUNKS = 4  # FC / attention alternations per pass (split over a pipeline's stages): layers grouped in chunks
 
 
 @dataclass(frozen=True)
@@ -52,10 +52,11 @@ class Layout:
         per = 2 if self.pim else 1
         stages = range(self.stages) if stage is None else (stage,)
         split = self.stages if stage is None else 1
-        g, p = gpu_s / split / CHUNKS, pim_s / split / CHUNKS
+        chunks = max(1, CHUNKS // self.stages)  # a pipeline stage holds few layers: fewer alternations
+        g, p = gpu_s / split / chunks, pim_s / split / chunks
         out = []
         for s in stages:
-            for _ in range(CHUNKS):
+            for _ in range(chunks):
                 if g > 0:
                     out.append((s * per, g))
                 if p > 0:
