@@ -113,6 +113,12 @@ simulation:
     ablation: {batches: [16]}
     seqlen: {seq_lens: [192, 256]}
     small_batch: {batches: [2]}
+    main_static: {batches: [64]}
+    layout_pipeline: {batches: [16]}
+  timeline: {batch: 16, passes: 2}
+  attribution:
+    - {name: previous release, simulation: {core: rounds, batching: {mode: static}}}
+    - {name: today, simulation: {core: event, batching: {mode: continuous}}}
 """
 
 
