@@ -24,6 +24,7 @@ import numpy as np
 from adsl.fitting.generator import match_runs
 from adsl.perf.hardware import SystemSpec
 from adsl.perf.models import Pair
+from adsl.sim.accounting import accumulate, finish
 from adsl.sim.batching import Continuous, SlotLoop, steady_window, window_sum
 from adsl.sim.timing import BatchCost, CostTable, Schedule
 
@@ -91,10 +92,6 @@ def check_memory(setup: Setup, pair: Pair, batch: int, max_seq_len: int) -> None
         )
 
 
-def _add(acc: dict, key: str, value) -> None:
-    acc[key] = acc.get(key, 0.0) + value
-
-
 def cost_tables(setup: Setup, pair: Pair, n_max: int, ctx_max: float) -> dict[str, CostTable]:
     """The pass costs a run needs, for 0..n_max requests and contexts up to ctx_max."""
     s, sch = setup.system, setup.schedule
@@ -145,7 +142,7 @@ def needed_qs(q) -> list[int]:
     return sorted(set(lo.ravel().tolist()) | set((lo[q > lo] + 1).ravel().tolist()))
 
 
-def _dynamic(setup, pair, n_d, c_d, n_it, ctx_it, q_it, draft_cost, verify, placement):
+def dynamic_placement(setup, pair, n_d, c_d, n_it, ctx_it, q_it, draft_cost, verify, placement):
     """Place draft FC and target attention, pass by pass, on the device that is faster for that pass
     under the cost model (thresholds pre-characterised per request count and context: the cost tables).
     A single intensity threshold is not enough here: PIM load balance (heads over stacks) and per-call
@@ -259,7 +256,9 @@ def simulate(
         draft_cost = tables["draft"].lookup(n_d, c_d)
         verify = verify_cost(vt, n_it, ctx_it, q_it)
         if setup.dynamic:
-            draft_cost, verify = _dynamic(setup, pair, n_d, c_d, n_it, ctx_it, q_it, draft_cost, verify, res_place)
+            draft_cost, verify = dynamic_placement(
+                setup, pair, n_d, c_d, n_it, ctx_it, q_it, draft_cost, verify, res_place
+            )
         passes = [("draft", draft_cost, (0, 2)), ("verify", verify, (0,))]
     else:
         passes = [("decode", tables["decode"].lookup(n_it, ctx_it), (0,))]
@@ -275,11 +274,11 @@ def simulate(
         res["time_s"] += t
         res["energy_j"] += window_sum(c.energy_j, window, axes)
         per_iteration += c.time_s.sum(axis=axes[1:]) if len(axes) > 1 else c.time_s
-        _add(stage, name, t)
+        accumulate(stage, name, t)
         for k, v in c.busy_s.items():
-            _add(busy, k, window_sum(v, window, axes))
+            accumulate(busy, k, window_sum(v, window, axes))
         for k, v in c.by_class_s.items():
-            _add(cls, k, window_sum(v, window, axes))
+            accumulate(cls, k, window_sum(v, window, axes))
     res["placement"] = res_place
     res["tokens"] = slots.gen.sum(axis=1) if window is None else window_sum(log["emitted"], window)
     res["stage_s"] = stage
@@ -287,22 +286,3 @@ def simulate(
     res["class_s"] = cls
     res["drafted"] = window_sum(np.array(drafted), window) if sd else np.zeros(x)
     return finish(setup, res, log, window, per_iteration)
-
-
-def finish(setup: Setup, res: dict, log: dict, window, per_iteration: np.ndarray) -> dict:
-    """Static energy, rates and the measured window of an engine's result (shared by the engines)."""
-    if setup.static_power:  # boards and stacks draw their static power over the wall time measured
-        res["energy_j"] = res["energy_j"] + setup.system.static_power_w * res["time_s"]
-    res["throughput_tok_s"] = res["tokens"] / res["time_s"]
-    res["tokens_per_j"] = res["tokens"] / res["energy_j"]
-    start = np.zeros(per_iteration.shape[1]) if window is None else (per_iteration * (np.cumsum(window, 0) == 0)).sum(0)
-    res["window"] = {
-        "start_s": start,
-        "end_s": start + res["time_s"],
-        "completed": log["done"].sum(axis=0) if window is None else window_sum(log["done"], window),
-        "total_s": per_iteration.sum(axis=0),
-        "total_tokens": log["emitted"].sum(axis=0),
-        "request_rounds": window_sum(log["n"], window),  # requests in flight, summed over the iterations
-    }
-    res["log"] = log  # per iteration (iterations, X): busy slots, emitted, completed, admitted
-    return res

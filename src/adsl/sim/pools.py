@@ -28,14 +28,13 @@ import dataclasses
 import numpy as np
 
 from adsl.fitting.generator import match_runs
+from adsl.sim.accounting import accumulate, finish
 from adsl.sim.batching import Continuous, SlotLoop, steady_window, window_sum
 from adsl.sim.engine import (
     Setup,
     SimError,
-    _add,
-    _dynamic,
     cost_tables,
-    finish,
+    dynamic_placement,
     needed_qs,
     prefill_cost,
     verify_cost,
@@ -222,7 +221,7 @@ def _costs(setup, pair, prompt, out, rec, slots, eager, serving) -> dict:
     verify = verify_cost(verify_tables(pooled, pair, needed_qs(q_v), r, ctx_max), n_v, c_v, q_v)
     placement: dict = {}
     if setup.dynamic:
-        draft, verify = _dynamic(pooled, pair, n_d, c_d, n_v, c_v, q_v, draft, verify, placement)
+        draft, verify = dynamic_placement(pooled, pair, n_d, c_d, n_v, c_v, q_v, draft, verify, placement)
     pre, over = _steps(draft, slice(0, d + 1)), _steps(draft, slice(d + 1, 2 * d + 2))
     t_pre, t_over = pre.time_s.sum(axis=2), over.time_s.sum(axis=2)  # (rounds, X)
     t_verify = verify.time_s
@@ -247,9 +246,9 @@ def _costs(setup, pair, prompt, out, rec, slots, eager, serving) -> dict:
         energy = energy + window_sum(fill.energy_j, window)
         stage["prefill"] = window_sum(fill.time_s, window)
         for k, v in fill.busy_s.items():
-            _add(busy, k, window_sum(v, window))
+            accumulate(busy, k, window_sum(v, window))
         for k, v in fill.by_class_s.items():
-            _add(cls, k, window_sum(v, window))
+            accumulate(cls, k, window_sum(v, window))
     res = {
         "time_s": window_sum(t_round, window),
         "energy_j": energy,
@@ -267,8 +266,8 @@ def _costs(setup, pair, prompt, out, rec, slots, eager, serving) -> dict:
     stage["overlap"] = stage["draft"] + stage["verify"] + stage.get("prefill", 0.0) - res["time_s"]
     for c, axes in ((draft, (0, 2)), (verify, (0,))):
         for k, v in c.busy_s.items():
-            _add(busy, k, window_sum(v, window, axes))
+            accumulate(busy, k, window_sum(v, window, axes))
         for k, v in c.by_class_s.items():
-            _add(cls, k, window_sum(v, window, axes))
+            accumulate(cls, k, window_sum(v, window, axes))
     res.update(stage_s=stage, busy_s=busy, class_s=cls)
     return finish(setup, res, log, window, t_round)
