@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from adsl.fitting.generator import running_product_lengths
 from adsl.sim.batching import Continuous
-from adsl.sim.core import _Tables, simulate_core
+from adsl.sim.core import PassTables, simulate_core
 from adsl.sim.engine import Setup, simulate
 from adsl.sim.pools import simulate_pooled
 from adsl.sim.timing import Schedule
@@ -149,7 +149,7 @@ def test_one_micro_batch_without_eager_equals_the_round_based_pools(models, hw):
 
 def test_free_drafting_reaches_the_verification_only_bound(models, hw, monkeypatch):
     """Hiding more work can only help: with drafting free, the run takes exactly its verification passes."""
-    monkeypatch.setattr(_Tables, "draft_pass", lambda self, n, ctx: (0, 0.0, 0.0))
+    monkeypatch.setattr(PassTables, "draft_pass", lambda self, n, ctx: (0, 0.0, 0.0))
     pair = models.pair("OPT-66B")
     conf, acc = _streams(11, 1, 8, 160)
     out = np.full((1, 8), 80)

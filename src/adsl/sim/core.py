@@ -94,7 +94,7 @@ def _flip(mapping: dict, family: str) -> dict:
     return {**mapping, family: "pim" if mapping.get(family) == "gpu" else "gpu"}
 
 
-class _Tables:
+class PassTables:
     """Every kind of pass a run issues, as scalar look-ups, with the dynamic scheduler's alternatives."""
 
     def __init__(self, setup: Setup, pair: Pair, slots: int, ctx_max: float, prompt: float):
@@ -191,7 +191,7 @@ class _Replica:
         self.stats = dict(eager=0, migrated=0, discarded=0, wasted=0, pool_max=0)
         self.placement = {"draft_fc_on_pim": [0, 0], "target_attention_on_pim": [0, 0]}
         maps = [setup.draft_mapping, _flip(setup.draft_mapping, "fc")]
-        self.fc_on_pim = [m.get("fc") == "pim" for m in maps]  # per draft variant of _Tables
+        self.fc_on_pim = [m.get("fc") == "pim" for m in maps]  # per draft variant of PassTables
 
     # -- passes -----------------------------------------------------------------------------------
     def _issue(self, kind, release, g, p, passes, everywhere=False):
@@ -537,7 +537,7 @@ def simulate_core(
     if setup.pool_tokens and setup.pool_tokens < slots + 1:
         raise SimError(f"{setup.name}: pool of {setup.pool_tokens} tokens cannot hold one query token per request")
     ctx_max = float(prompt.max() + out.max() + 4 * d + 4)
-    tables = _Tables(setup, pair, slots, ctx_max, float(prompt.mean()))
+    tables = PassTables(setup, pair, slots, ctx_max, float(prompt.mean()))
     layout = Layout.of(setup.system)
     mb = micro_batches(setup, tables, layout, slots, float(prompt.mean() + out.mean() / 2))
     if mb == 1 and not setup.pool_tokens and not force_events:
@@ -562,7 +562,7 @@ def simulate_core(
     return dataclasses.replace(res, placement={**res.placement, "micro_batches": float(mb)})
 
 
-def micro_batches(setup: Setup, tables: _Tables, layout: Layout, batch: int, ctx: float) -> int:
+def micro_batches(setup: Setup, tables: PassTables, layout: Layout, batch: int, ctx: float) -> int:
     """How many micro-batches a run cuts its slots into. The system's count where the modelled system
     requires it (pipeline stages, SpecPIM-style per-micro-batch verification, SADDLE's Draft Generator per
     micro-batch); else whichever of 1 and that count finishes one round of the whole batch sooner on the

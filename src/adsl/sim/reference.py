@@ -90,13 +90,13 @@ def simulate_micro_batches(setup: Setup, pair, prompt, out, accept=None, lengths
     per-micro-batch verification): one replica, request by request; the same machines and pass tables."""
     import heapq
 
-    from adsl.sim.core import _Tables
+    from adsl.sim.core import PassTables
     from adsl.sim.resources import Layout, Machines
 
     n_req, slots = len(out), (len(out) if serving is None else serving.slots)
     d = setup.draft_length
     flags = as_flags(np.asarray(accept)) if accept is not None else None
-    tables = _Tables(setup, pair, slots, max(prompt) + max(out) + 4 * d + 4, float(np.mean(prompt)))
+    tables = PassTables(setup, pair, slots, max(prompt) + max(out) + 4 * d + 4, float(np.mean(prompt)))
     layout = Layout.of(setup.system)
     machines = Machines(layout)
     bounds = [round(slots * k / groups) for k in range(groups + 1)]
