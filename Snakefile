@@ -3,6 +3,7 @@ import os
 
 from snakemake.utils import min_version
 
+from adsl.config import load_config
 from adsl.workspace import load_workspace
 
 min_version("9.19")
@@ -14,19 +15,16 @@ configfile: os.path.join(workflow.basedir, "config", "config.yaml")
 
 # Validates the configuration against config/schema.yaml (filling defaults) and the catalogues
 # against config/catalogue.schema.yaml; a bad value stops here, before any job is scheduled.
-WS = load_workspace(
-    config,
-    base=workflow.basedir,
-    file=" + ".join(map(str, workflow.configfiles)) or "config",
-)
-config.update(WS.config)
+CONFIG_FILES = " + ".join(map(str, workflow.configfiles)) or "config"
+config.update(load_config(config, CONFIG_FILES))
+WS = load_workspace(config, base=workflow.basedir, file=CONFIG_FILES)
 
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/profile.smk"
 include: "workflow/rules/fit.smk"
 include: "workflow/rules/simulate.smk"
-include: "workflow/rules/costmodel.smk"
+include: "workflow/rules/tables.smk"
 include: "workflow/rules/figures.smk"
 
 

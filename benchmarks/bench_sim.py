@@ -13,14 +13,14 @@ per point); the event-driven core < 0.5 s per point at batch 128, and its time b
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
 import numpy as np
 
 from adsl.fitting.distributions import fit_confidence
-from adsl.sim.batching import Batching
-from adsl.sim.experiment import request_streams, run_point
+from adsl.sim.experiment import Point, request_streams, run_point
 from adsl.sim.reference import simulate_one
 from adsl.sim.systems import Context, build
 from adsl.workspace import load_workspace
@@ -36,8 +36,8 @@ def synthetic_models(categories):
 
 def main() -> None:
     ws = load_workspace(ROOT / "config" / "config.yaml", base=ROOT)
-    sim = ws.config["simulation"]
-    models = synthetic_models(sim["categories"])
+    sim = ws.settings.simulation
+    models = synthetic_models(sim.categories)
     points = [("OPT-66B", s, b, 8, 1024, "warn") for s in ("AD", "SD") for b in (8, 16, 32, 64, 128)]
     points += [("OPT-66B", s, 64, d, 1024, "warn") for s in ("SD",) for d in (2, 3, 4, 5, 6, 12)]
     points += [
@@ -46,17 +46,17 @@ def main() -> None:
         for s in ("GPU-AD", "GPU-SD", "PIM-AD", "PIM-SD", "SADDLE")
         for b in (16, 32, 64, 128)
     ]
-    taus = dict.fromkeys(sim["categories"], 0.3)  # speed does not depend on the calibrated tau
+    taus = dict.fromkeys(sim.categories, 0.3)  # speed does not depend on the calibrated tau
     t0 = time.perf_counter()
     tokens, at_128 = 0, {}
     for p, s, b, d, seq, mem in points:
         t1 = time.perf_counter()
-        row = run_point(ws, p, s, b, d, seq, models, mem, taus)
+        row = run_point(ws, sim, Point(p, s, b, d, seq, mem), models, taus)
         if b == 128:
             at_128.setdefault(s, []).append(time.perf_counter() - t1)
-        tokens += row["tokens"] * sim["replicas"]
+        tokens += row["tokens"] * sim.replicas
     wall = time.perf_counter() - t0
-    print(f"{len(points)} configuration points ({sim['replicas']} replicas each): {wall:.1f} s wall")
+    print(f"{len(points)} configuration points ({sim.replicas} replicas each): {wall:.1f} s wall")
     print(f"simulated generated tokens per second of wall time: {tokens / wall:,.0f}")
     # one micro-batch (the DGX, PIM-AD where splitting does not pay): the vectorized engine; several
     # (the pipelined motivation system, per-micro-batch verification, SADDLE's pools): the event loop
@@ -79,11 +79,11 @@ def main() -> None:
     from adsl.sim.reference import simulate_micro_batches
 
     pair = ws.models.pair("OPT-66B")
-    batching = Batching(**{**sim["batching"], "mode": "continuous"})
+    batching = dataclasses.replace(sim.batching, mode="continuous")
     n, serving = batching.requests(128), batching.serving(128)
-    setup = build("PIM-SD", Context(ws.hardware, pair, 128, 1024, 8, sim["systems"], draft_placement="best"))
+    setup = build("PIM-SD", Context(ws.hardware, pair, 128, 1024, 8, sim.systems, draft_placement="best"))
     out = np.full((1, n), 1024 - 128)
-    _, _, acc = request_streams(models, sim["categories"], 1, n, 1024 + 65, 0)
+    _, _, acc = request_streams(models, sim.categories, 1, n, 1024 + 65, 0)
     prompts = np.full((1, n), 128.0)
     t1 = time.perf_counter()
     ev = simulate_core(setup, pair, prompts, out, acc, serving=serving)
@@ -100,13 +100,13 @@ def main() -> None:
     # same workload, vectorized vs scalar reference: SD d = 8, batch 128 with continuous batching
     # (the configured requests per slot and warm-up), 4 replicas, 1024 tokens
     pair = ws.models.pair("OPT-66B")
-    setup = build("SD", Context(ws.hardware, pair, 128, 1024, 8, sim["systems"]))
-    batching = Batching(**{**sim["batching"], "mode": "continuous"})
+    setup = build("SD", Context(ws.hardware, pair, 128, 1024, 8, sim.systems))
+    batching = dataclasses.replace(sim.batching, mode="continuous")
     x, b, prompt = 4, 128, 128
     n = batching.requests(b)
     serving = batching.serving(b)
     out = np.full((x, n), 1024 - prompt)
-    _, _, acc = request_streams(models, sim["categories"], x, n, 1024 + 65, 0)
+    _, _, acc = request_streams(models, sim.categories, x, n, 1024 + 65, 0)
     from adsl.sim.engine import simulate
 
     def best_of(fn, k=3):  # both engines timed the same way, best of k runs

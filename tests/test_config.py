@@ -19,6 +19,16 @@ def test_defaults_are_filled():
         ({"roofline": {"context_len": "long"}}, "roofline.context_len", "integer"),
         ({"seed": -3}, "seed", ">= 0"),
         ({"roofline": {"colour": "red"}}, "roofline", "Additional properties"),
+        (
+            {"profiling": {"runs": [{"mode": "greedy", "d_max": 8, "max_new_tokens": 4, "prompts": {"qa": -1}}]}},
+            "profiling.runs.0.prompts.qa",
+            ">= 1",
+        ),
+        (
+            {"profiling": {"runs": [{"mode": "greedy", "d_max": 8, "max_new_tokens": 4, "prompts": {"qa": "most"}}]}},
+            "profiling.runs.0.prompts.qa",
+            "'all'",
+        ),
     ],
 )
 def test_invalid_values_name_the_field(cfg, field, allowed):
@@ -37,4 +47,4 @@ def test_unknown_names_are_caught_before_work(root):
 
 
 def test_the_shipped_config_is_valid(ws):
-    assert ws.config["roofline"]["system"] == "saddle"
+    assert ws.settings.roofline.system == "saddle"

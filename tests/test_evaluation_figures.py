@@ -16,7 +16,7 @@ def experiments(ws, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("exp")
     rng = np.random.default_rng(0)
     conf = fit_confidence(np.concatenate([rng.beta(8, 1, 2000), rng.beta(2, 2, 600)]))
-    cats = ws.config["simulation"]["categories"]
+    cats = ws.settings.simulation.categories
     paths, taus = {}, {}
     for pair in ("OPT-66B", "Llama3.1-70B", "OPT-175B"):
         for c in cats:
@@ -27,14 +27,10 @@ def experiments(ws, tmp_path_factory):
             )
             paths.setdefault(pair, {})[c] = str(p)
         taus[pair] = dict.fromkeys(cats, 0.3)
-    cfg = {**ws.config, "simulation": {**ws.config["simulation"], "replicas": 1, "max_seq_len": 160}}
-    cfg["simulation"]["max_seq_len_by_pair"] = {"OPT-175B": 160}
-    exps = cfg["simulation"]["experiments"] = {
-        "main": {**ws.config["simulation"]["experiments"]["main"], "batches": [16, 64]},
-        "ablation": {**ws.config["simulation"]["experiments"]["ablation"], "batches": [16, 64]},
-        "scheduler": ws.config["simulation"]["experiments"]["scheduler"],
-    }
-    small = type(ws)(cfg, ws.models, ws.hardware, ws.base)
+    exps = {"main": {"batches": [16, 64]}, "ablation": {"batches": [16, 64]}, "scheduler": {}}
+    small = ws.with_overrides(
+        simulation={"replicas": 1, "max_seq_len": 160, "max_seq_len_by_pair": {"OPT-175B": 160}, "experiments": exps}
+    )
     out = {}
     for name in exps:
         out[name] = tmp / f"{name}.parquet"

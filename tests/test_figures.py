@@ -1,12 +1,16 @@
 import pytest
 
-from adsl.figures import FIGURES, TABLES, compute_table, render
+from adsl.figures import compute_table, render
+from adsl.figures.registry import registry
 from adsl.perf.roofline import crossover_intensity
+
+REG = registry()
 
 
 def test_registry_is_consistent():
-    for name, (table, _plot) in FIGURES.items():
-        assert table in TABLES, name
+    for name, spec in REG.figures.items():
+        assert spec.table in REG.tables, name
+        assert len(spec.text) > 40, f"{name}: a caption says what the figure shows"
 
 
 def test_roofline_placements(ws):
@@ -26,12 +30,13 @@ def test_roofline_placements(ws):
 def _needs_no_inputs(name):
     import inspect
 
-    params = inspect.signature(TABLES[FIGURES[name][0]]).parameters.values()
-    return [p.name for p in params if p.default is inspect.Parameter.empty] == ["ws"]
+    spec = REG.table_of(name)
+    params = inspect.signature(spec.function).parameters.values()
+    return [p.name for p in params if p.default is inspect.Parameter.empty and p.name not in spec.options] == ["ws"]
 
 
 def test_figures_are_byte_identical_across_runs(ws, tmp_path):
-    names = [n for n in FIGURES if _needs_no_inputs(n)]
+    names = [n for n in REG.figures if _needs_no_inputs(n)]
     assert {"fig06_roofline", "validation_gpu"} <= set(names)
     for name in names:
         outs = []

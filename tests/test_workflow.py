@@ -32,8 +32,8 @@ def outputs(folder: Path):
 def test_dry_run_of_the_real_dag(tmp_path):
     listed = run(["--list-rules"], tmp_path).stdout
     for rule in (
-        "roofline_points",
-        "validation_table",
+        "table_roofline_points",
+        "table_validation",
         "figure",
         "all",
         "profile_acceptance",
@@ -45,7 +45,7 @@ def test_dry_run_of_the_real_dag(tmp_path):
     ):
         assert rule in listed
     text = "".join(run(["-n"], tmp_path).__getattribute__(s) for s in ("stdout", "stderr"))
-    for rule in ("roofline_points", "validation_table", "figure", "all"):
+    for rule in ("table_roofline_points", "table_validation", "figure", "all"):
         assert f"rule {rule}:" in text
     assert "figures/fig06_roofline.pdf" in text
     assert outputs(tmp_path) == {}
@@ -157,5 +157,5 @@ def test_end_to_end_twice_is_deterministic_and_incremental(tmp_path):
         a,
     )
     text = one.stdout + one.stderr
-    assert "roofline_points" in text and "figures/fig06_roofline.pdf" in text
-    assert "validation_table" not in text and "validation_gpu" not in text
+    assert "table_roofline_points" in text and "figures/fig06_roofline.pdf" in text
+    assert "table_validation" not in text and "validation_gpu" not in text

@@ -7,7 +7,7 @@ import sys
 
 import pandas as pd
 
-from adsl.errors import ConfigError
+from adsl.errors import AdslError
 
 
 def _ws(args):
@@ -44,10 +44,10 @@ def cmd_figure(args) -> int:
 
 def cmd_calibrate(args) -> int:
     from adsl.config import resolve
-    from adsl.perf.calibrate import fit_runtime
+    from adsl.perf.runtime_fit import fit_runtime
 
     ws = _ws(args)
-    anchors = pd.read_csv(resolve(ws.config["anchors_dir"], args.base) / "gpu_decode.csv")
+    anchors = pd.read_csv(resolve(ws.settings.anchors_dir, args.base) / "gpu_decode.csv")
     rt = fit_runtime(anchors, ws.models, ws.hardware, args.runtime)
     print(f"runtime {rt.name}: fixed cost per kernel {rt.fixed_s['fc']:.3g} s,")
     print(f"  all-reduce base {rt.allreduce_base_s:.3g} s, per ring step {rt.allreduce_step_s:.3g} s")
@@ -70,7 +70,7 @@ def cmd_cost(args) -> int:
 def cmd_snapshot(args) -> int:
     from adsl.profiling.run import default_checkpoints, snapshot
 
-    name = args.name or _ws(args).config["profiling"]["name"]
+    name = args.name or _ws(args).settings.profiling.name
     out = args.out or f"data/profiles/{name}.partial"
     n = snapshot(default_checkpoints(name), out)
     print(f"wrote {n} finished requests of profile {name!r} to {out}")
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ConfigError, KeyError, ValueError, FileNotFoundError) as exc:
+    except (AdslError, KeyError, ValueError, FileNotFoundError) as exc:
         print(f"adsl: error: {exc}", file=sys.stderr)
         return 2
 

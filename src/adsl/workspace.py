@@ -1,7 +1,8 @@
-"""The validated configuration together with the catalogues it names."""
+"""The validated configuration (as typed settings) together with the catalogues it names."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -9,13 +10,16 @@ from adsl.config import load_config, resolve
 from adsl.errors import ConfigError
 from adsl.perf.hardware import HardwareCatalogue, load_hardware
 from adsl.perf.models import ModelCatalogue, load_models
+from adsl.settings import Missing, Settings
 
 
 @dataclass(frozen=True)
 class Workspace:
-    config: dict
-    models: ModelCatalogue
-    hardware: HardwareCatalogue
+    """Typed settings and the catalogues; ``base`` resolves the relative paths the settings name."""
+
+    settings: Settings
+    models: ModelCatalogue | Missing
+    hardware: HardwareCatalogue | Missing
     base: Path
 
     def path(self, p: str | Path) -> Path:
@@ -24,13 +28,13 @@ class Workspace:
     def with_overrides(self, simulation: dict | None = None, hardware: dict | None = None) -> Workspace:
         """The same workspace with simulation settings and hardware catalogue entries laid over it
         (both checked against their schemas)."""
-        from adsl.config import load_config, merged
-
-        cfg = self.config
+        settings = self.settings
         if simulation:
-            cfg = load_config({**cfg, "simulation": merged(cfg["simulation"], simulation)})
-        hw = load_hardware(resolve(cfg["catalogues"]["hardware"], self.base), hardware) if hardware else self.hardware
-        return Workspace(cfg, self.models, hw, self.base)
+            settings = dataclasses.replace(settings, simulation=settings.simulation.with_overrides(simulation))
+        hw = self.hardware
+        if hardware:
+            hw = load_hardware(resolve(settings.catalogues.hardware, self.base), hardware)
+        return Workspace(settings, self.models, hw, self.base)
 
 
 def _check_refs(cfg: dict, file: str, models: ModelCatalogue, hw: HardwareCatalogue) -> None:
@@ -72,4 +76,17 @@ def load_workspace(config: dict | str | Path, base: str | Path = ".", file: str 
     models = load_models(resolve(cfg["catalogues"]["models"], base))
     hw = load_hardware(resolve(cfg["catalogues"]["hardware"], base))
     _check_refs(cfg, file, models, hw)
-    return Workspace(cfg, models, hw, Path(base))
+    return Workspace(Settings.parse(cfg), models, hw, Path(base))
+
+
+def partial_workspace(sections: dict, base: str | Path = ".", file: str = "config") -> Workspace:
+    """A workspace of only the configuration ``sections`` given (what a rule passes its function): they
+    are validated and typed, every other section is ``Missing``; the catalogues are loaded when the
+    ``catalogues`` section is among them."""
+    cfg = load_config(dict(sections), file)
+    settings = Settings.parse({k: cfg[k] for k in sections})
+    if "catalogues" not in sections:
+        return Workspace(settings, Missing("catalogues"), Missing("catalogues"), Path(base))
+    models = load_models(resolve(cfg["catalogues"]["models"], base))
+    hw = load_hardware(resolve(cfg["catalogues"]["hardware"], base))
+    return Workspace(settings, models, hw, Path(base))

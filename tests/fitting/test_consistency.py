@@ -9,7 +9,7 @@ import pytest
 from adsl.fitting import distributions as dist
 from adsl.fitting.consistency import check_models
 from adsl.fitting.generator import continuation_boost, draw_streams
-from adsl.fitting.paper import calibrate_pair, rates_for_shift
+from adsl.fitting.paper_calibration import calibrate_pair, rates_for_shift
 from adsl.fitting.pipeline import request_rate_sd
 from adsl.fitting.synthetic import synthetic_profile
 from adsl.fitting.tau import calibrate_tau

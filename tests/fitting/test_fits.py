@@ -7,7 +7,6 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from adsl.fitting import distributions as dist
-from adsl.fitting.calibration import fit_joint
 from adsl.fitting.generator import (
     CONTINUED,
     FIRST,
@@ -18,8 +17,9 @@ from adsl.fitting.generator import (
     replay_lengths,
     running_product_lengths,
 )
+from adsl.fitting.joint_model import fit_joint
 from adsl.fitting.modelfile import ModelFileError, read_model, write_model
-from adsl.fitting.paper import calibrate_pair, calibrate_shift, rates_for_shift
+from adsl.fitting.paper_calibration import calibrate_pair, calibrate_shift, rates_for_shift
 from adsl.profiling import replay as scalar
 
 

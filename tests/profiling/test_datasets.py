@@ -13,7 +13,7 @@ def test_spec_bench_proxies(root):
     assert len(df) == 480
     counts = df.groupby("paper_category").size().to_dict()
     assert counts == {"creative_writing": 20, "open_qa": 80, "summarization": 80}
-    sel = datasets.select(df, {"summarization": 30, "qa": 30, "writing": -1, "roleplay": -1})
+    sel = datasets.select(df, {"summarization": 30, "qa": 30, "writing": "all", "roleplay": "all"})
     assert len(sel) == 80 and sel.turns.map(len).min() >= 1
 
 
@@ -80,7 +80,7 @@ def test_skip_passes_over_the_first_prompts_of_a_category():
     prompts = pd.DataFrame(dict(category=["qa"] * 4 + ["writing"], question_id=list("abcde"), turns=[["x"]] * 5))
     sel = datasets.select(prompts, {"qa": 2, "writing": 1}, skip={"qa": 1})
     assert sel.question_id.tolist() == ["b", "c", "e"]
-    assert datasets.select(prompts, {"qa": -1}, skip={"qa": 3}).question_id.tolist() == ["d"]
+    assert datasets.select(prompts, {"qa": "all"}, skip={"qa": 3}).question_id.tolist() == ["d"]
     with pytest.raises(datasets.DatasetError, match="'qa' has 4 prompts; skip 3 \\+ 2 asks for 5"):
         datasets.select(prompts, {"qa": 2}, skip={"qa": 3})
     with pytest.raises(datasets.DatasetError, match="skip names category 'math'"):

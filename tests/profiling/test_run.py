@@ -7,8 +7,9 @@ from tests.profiling.conftest import perturbed, tiny_llama
 
 torch = pytest.importorskip("torch")
 from adsl.profiling.loop import CausalLM  # noqa: E402
-from adsl.profiling.run import RunSpec, build_plan, run_profile  # noqa: E402
+from adsl.profiling.run import build_plan, run_profile  # noqa: E402
 from adsl.profiling.traces import read_profile  # noqa: E402
+from adsl.settings import ProfilingRun as RunSpec  # noqa: E402
 
 
 class CharTokenizer:
@@ -69,7 +70,8 @@ def test_fig04_tables_from_a_profile(tiny_pair, tmp_path, ws):
     from adsl.figures import render
 
     run_profile(plan(), "d", "t", tmp_path / "prof", tmp_path / "ck", models=tiny_pair, progress=False)
-    a = render("fig04a_acceptance_rate", ws, pdf=tmp_path / "a.pdf", profile=str(tmp_path / "prof"))
+    paper = ws.path(ws.settings.anchors_dir) / "paper_fig04a.csv"
+    a = render("fig04a_acceptance_rate", ws, pdf=tmp_path / "a.pdf", profile=str(tmp_path / "prof"), paper=paper)
     assert set(a.draft_length) == {4, 8, 12}
     assert a.acceptance_rate.between(0, 1).all()
     assert a.paper_acceptance_rate.notna().any()

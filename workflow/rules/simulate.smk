@@ -1,30 +1,42 @@
-SIM = config["simulation"]
-ADAPTIVE = {"SADDLE-d", "SADDLE-p", "SADDLE-s", "SADDLE"}
-
-
-def experiment_pairs(exp):
-    return exp.get("pairs") or [exp["pair"]]
-
-
-def experiment_inputs(wc):
-    exp = SIM["experiments"][wc.experiment]
-    out = {
-        "models": expand(
-            "results/acceptance/{pair}/{category}.json",
-            pair=experiment_pairs(exp),
-            category=SIM["categories"],
-        )
-    }
-    if ADAPTIVE & set(exp["systems"]):
-        out["tau"] = "results/acceptance/tau.csv"
+# Stage 3: the simulator's experiments (adsl.sim.experiment) and the attribution study.
+def experiment_inputs(systems, pairs):
+    """Acceptance models of the pairs, tau when a system drafts adaptively, and the catalogues."""
+    out = {"models": paths.pair_models(pairs, SIM["categories"])}
+    if adaptive(systems):
+        out["tau"] = paths.TAU
     return out
+
+
+def simulation_params(**keep):
+    """The simulation settings an experiment reads: all but the other experiments, the attribution
+    steps and the timeline figure's (so editing one experiment reruns that experiment alone).
+    """
+    base = {
+        k: v
+        for k, v in SIM.items()
+        if k not in ("experiments", "attribution", "timeline")
+    }
+    return {**base, **keep}
+
+
+def _experiment(wc):
+    return SETTINGS.simulation.experiments[wc.experiment]
 
 
 rule experiment:
     input:
-        unpack(experiment_inputs),
+        catalogue_files(),
+        unpack(
+            lambda wc: experiment_inputs(
+                _experiment(wc).systems, _experiment(wc).pairs
+            )
+        ),
     output:
-        "results/experiments/{experiment}.parquet",
+        rows=paths.experiment("{experiment}"),
+    log:
+        "logs/experiment/{experiment}.log",
+    benchmark:
+        "logs/benchmarks/experiment/{experiment}.tsv"
     wildcard_constraints:
         experiment="|".join(SIM["experiments"]) or "none",
     resources:
@@ -32,102 +44,29 @@ rule experiment:
         runtime=60,
         cpus_per_task=1,
     params:
-        step="experiment",
-        basedir=BASEDIR,
-        settings=lambda wc: [
-            SIM["experiments"][wc.experiment],
-            {
-                k: v
-                for k, v in SIM.items()
-                if k not in ("experiments", "attribution", "timeline")
-            },
-        ],
-    script:
-        "../scripts/fitting.py"
-
-
-rule simulation_table:
-    input:
-        experiment=lambda wc: f"results/experiments/{SIMULATION_TABLES[wc.table]}.parquet",
-    output:
-        csv="results/simulation/{table}.csv",
-    wildcard_constraints:
-        table="|".join(SIMULATION_TABLES),
-    resources:
-        mem_mb=2000,
-        runtime=10,
-        cpus_per_task=1,
-    params:
-        name=lambda wc: wc.table,
-        basedir=BASEDIR,
-    script:
-        "../scripts/table.py"
-
-
-rule paper_comparison:
-    input:
-        experiment="results/experiments/main.parquet",
-        headlines=str(resolve_input("data/paper_headlines.csv")),
-    output:
-        csv="results/paper_comparison.csv",
-    resources:
-        mem_mb=2000,
-        runtime=10,
-        cpus_per_task=1,
-    params:
-        name="paper_comparison",
-        basedir=BASEDIR,
-    script:
-        "../scripts/table.py"
-
-
-rule batching_table:
-    input:
-        continuous="results/experiments/main.parquet",
-        static="results/experiments/main_static.parquet",
-    output:
-        csv="results/simulation/batching.csv",
-    resources:
-        mem_mb=2000,
-        runtime=10,
-        cpus_per_task=1,
-    params:
-        name="batching",
-        basedir=BASEDIR,
-    script:
-        "../scripts/table.py"
-
-
-rule timeline_table:
-    input:
-        models=expand(
-            "results/acceptance/{pair}/{category}.json",
-            pair=SIM["timeline"]["pair"],
-            category=SIM["categories"],
+        simulation=lambda wc: simulation_params(
+            experiments={wc.experiment: SIM["experiments"][wc.experiment]}
         ),
-        tau="results/acceptance/tau.csv",
-    output:
-        csv="results/simulation/timeline.csv",
-    resources:
-        mem_mb=2000,
-        runtime=10,
-        cpus_per_task=1,
-    params:
-        name="timeline",
+        seed=config["seed"],
+        catalogues=config["catalogues"],
         basedir=BASEDIR,
-        settings=SIM["timeline"],
     script:
-        "../scripts/table.py"
+        "../scripts/experiment.py"
 
 
-ATTRIBUTION = SIM["attribution"]
+MAIN = SETTINGS.simulation.experiments.get("main")
 
 
 rule attribution_step:
     input:
-        unpack(lambda wc: experiment_inputs(SimpleNamespace(experiment="main"))),
+        catalogue_files(),
+        **(experiment_inputs(MAIN.systems, MAIN.pairs) if MAIN else {}),
     output:
-        "results/attribution/step{step}.parquet",
+        rows=paths.attribution_step("{step}"),
+    log:
+        "logs/attribution/step{step}.log",
+    benchmark:
+        "logs/benchmarks/attribution/step{step}.tsv"
     wildcard_constraints:
         step=r"\d+",
     resources:
@@ -135,52 +74,12 @@ rule attribution_step:
         runtime=60,
         cpus_per_task=1,
     params:
-        step="attribution_step",
-        basedir=BASEDIR,
-        settings=lambda wc: [
-            ATTRIBUTION[: int(wc.step) + 1],
-            {
-                k: v
-                for k, v in SIM.items()
-                if k not in ("experiments", "attribution", "timeline")
-            },
-        ],
-    script:
-        "../scripts/fitting.py"
-
-
-rule attribution_table:
-    input:
-        steps=expand(
-            "results/attribution/step{step}.parquet", step=range(len(ATTRIBUTION))
+        simulation=lambda wc: simulation_params(
+            experiments={"main": SIM["experiments"]["main"]},
+            attribution=SIM["attribution"][: int(wc.step) + 1],
         ),
-        headlines=str(resolve_input("data/paper_headlines.csv")),
-    output:
-        csv="results/simulation/fidelity_attribution.csv",
-    resources:
-        mem_mb=2000,
-        runtime=10,
-        cpus_per_task=1,
-    params:
-        name="fidelity_attribution",
-        basedir=BASEDIR,
-        settings=ATTRIBUTION,
-    script:
-        "../scripts/table.py"
-
-
-rule layouts_table:
-    input:
-        tensor_parallel="results/experiments/main.parquet",
-        pipeline="results/experiments/layout_pipeline.parquet",
-    output:
-        csv="results/simulation/layouts.csv",
-    resources:
-        mem_mb=2000,
-        runtime=10,
-        cpus_per_task=1,
-    params:
-        name="layouts",
+        seed=config["seed"],
+        catalogues=config["catalogues"],
         basedir=BASEDIR,
     script:
-        "../scripts/table.py"
+        "../scripts/attribution_step.py"

@@ -1,3 +1,3 @@
-from adsl.workflow import figure
+from adsl.workflow import figure, run
 
-figure(snakemake)  # noqa: F821 (injected by Snakemake)
+run(snakemake, figure)  # noqa: F821 (injected by Snakemake)

@@ -1,3 +1,3 @@
-from adsl.workflow import offline_models
+from adsl.workflow import offline_models, run
 
-offline_models(snakemake)  # noqa: F821 (injected by Snakemake)
+run(snakemake, offline_models)  # noqa: F821 (injected by Snakemake)

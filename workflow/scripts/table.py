@@ -1,3 +1,3 @@
-from adsl.workflow import table
+from adsl.workflow import run, table
 
-table(snakemake)  # noqa: F821 (injected by Snakemake)
+run(snakemake, table)  # noqa: F821 (injected by Snakemake)

@@ -46,12 +46,13 @@ def fig16_table(ws: Workspace, experiment: str) -> pd.DataFrame:
 def fig17_table(ws: Workspace) -> pd.DataFrame:
     """Target verification pass of the Fig. 15a setting (Llama pair, batch 16, d + 1 tokens per
     request) on the SADDLE system, by operator class, vs context length."""
-    exp = ws.config["simulation"]["experiments"]["seqlen"]
-    pair = ws.models.pair(exp["pair"])
-    system = ws.hardware.system(ws.config["simulation"]["systems"]["saddle_system"])
-    q = ws.config["simulation"]["draft_length"] + 1
-    ctx = np.array(exp["seq_lens"], dtype=float)
-    cost = pass_cost(pair.target, system, exp["batches"][0], q, ctx, {"fc": "gpu", "attention": "pim"})
+    sim = ws.settings.simulation
+    exp = sim.experiments["seqlen"]
+    pair = ws.models.pair(exp.pairs[0])
+    system = ws.hardware.system(sim.systems.saddle_system)
+    q = sim.draft_length + 1
+    ctx = np.array(exp.seq_lens, dtype=float)
+    cost = pass_cost(pair.target, system, exp.batches[0], q, ctx, {"fc": "gpu", "attention": "pim"})
     by = cost.time_by("cls")
     rows = []
     for cls, t in by.items():
@@ -115,6 +116,10 @@ def paper_comparison_table(ws: Workspace, experiment: str, headlines: str) -> pd
 
 
 def fig16_latency_breakdown(ws: Workspace, df: pd.DataFrame):
+    """Paper Fig. 16, modelled: end-to-end time of PIM-SD and SADDLE on OPT-66B split into verification (target
+    passes), prediction (draft passes) and the part SADDLE hides by overlapping them (hatched, negative);
+    normalised to PIM-SD's end-to-end time. Monitoring and decision making (a multiply and a compare per
+    drafted token) are not charged by the model."""
     del ws
     batches = sorted(df.batch.unique())
     parts = ["verification", "prediction", "prefill", "overlap"]
@@ -148,6 +153,10 @@ def fig16_latency_breakdown(ws: Workspace, df: pd.DataFrame):
 
 
 def fig17_verification_breakdown(ws: Workspace, df: pd.DataFrame):
+    """Paper Fig. 17, modelled: one target verification pass (Llama pair, batch 16, d + 1 tokens per request,
+    FC on the GPUs, attention in the PIM stacks of the SADDLE system) split by operator class vs context
+    length. The cost model charges inter-device all-reduce and GPU-PIM transfers; it has no separate
+    pseudo-channel communication term (the paper's 13.54 %), which is folded into PIM attention time."""
     del ws
     wide = df.pivot(index="seq_len", columns="component", values="share").fillna(0.0)
     fig, ax = plt.subplots(figsize=(6.0, 3.4))
@@ -165,6 +174,10 @@ def fig17_verification_breakdown(ws: Workspace, df: pd.DataFrame):
 
 
 def area(ws: Workspace, df: pd.DataFrame):
+    """The paper's section IV area arithmetic, recomputed from its component areas (data/area_components.csv):
+    PIM logic per HBM3 DRAM die (8 pseudo-channels x (16 PEs x 0.116 mm^2 + 4 accumulators x 0.044 mm^2))
+    and its share of a 121 mm^2 die, and the buffer-die special function units (softmax 1.44 mm^2 +
+    accumulator 0.18 mm^2, 7 nm)."""
     del ws
     parts = df[df.component != "total"]
     fig, ax = plt.subplots(figsize=(5.6, 3.0))
@@ -181,6 +194,9 @@ def area(ws: Workspace, df: pd.DataFrame):
 
 
 def fig_paper_comparison(ws: Workspace, df: pd.DataFrame):
+    """SADDLE's average throughput and energy-efficiency gains over each baseline, computed as the paper does
+    (ratio of arithmetic means over the 12 pair x batch points of Fig. 12/13), next to the paper's stated
+    headline numbers (data/paper_headlines.csv). Differences are discussed in the README."""
     del ws
     long = df.melt(id_vars=["metric", "baseline"], value_vars=["ours", "paper"], var_name="source", value_name="gain")
     g = sns.catplot(data=long, x="baseline", y="gain", hue="source", col="metric", kind="bar", height=3.2, aspect=1.1)

@@ -8,11 +8,13 @@ import pandas as pd
 import seaborn as sns
 
 from adsl.perf.roofline import throughput_limit
+from adsl.sim.systems import in_order
 from adsl.workspace import Workspace
 
-MAIN_SYSTEMS = ["GPU-AD", "GPU-SD", "PIM-AD", "PIM-SD", "SADDLE"]
-ABLATION = ["PIM-SD", "SADDLE-d", "SADDLE-p", "SADDLE-s", "SADDLE"]
-PAIR_LABELS = {"OPT-66B": "OPT-66B", "Llama3.1-70B": "Llama3.1-70B", "OPT-175B": "OPT-175B"}
+
+def pairs_in_order(ws: Workspace, df: pd.DataFrame) -> list[str]:
+    """The pairs of ``df`` in the model catalogue's order (one panel each)."""
+    return [p for p in ws.models.pairs if p in set(df.pair)]
 
 
 def _normalized(df: pd.DataFrame, metric: str, base: str, keys: list[str]) -> pd.DataFrame:
@@ -32,9 +34,11 @@ def fig12_table(ws: Workspace, experiment: str) -> pd.DataFrame:
     (``adsl.perf.roofline.throughput_limit`` over the systems the experiment uses, d + 1 tokens per step)."""
     df = _normalized(pd.read_parquet(experiment), "throughput_tok_s", "GPU-AD", ["pair", "batch"])
     out = _cols(df, ["pair", "batch"], "throughput_tok_s").copy()
-    sim = ws.config["simulation"]
-    systems = [ws.hardware.system(sim["systems"][k]) for k in ("gpu_system", "pim_system", "saddle_system")]
-    k = sim["draft_length"] + 1
+    sim = ws.settings.simulation
+    systems = [
+        ws.hardware.system(n) for n in (sim.systems.gpu_system, sim.systems.pim_system, sim.systems.saddle_system)
+    ]
+    k = sim.draft_length + 1
     out["limit_tok_s"] = [
         float(throughput_limit(ws.models.pair(p).target, systems, b, k))
         for p, b in zip(out.pair, out.batch, strict=True)
@@ -75,10 +79,11 @@ def fig15b_table(ws: Workspace, experiment: str) -> pd.DataFrame:
     return _cols(df, ["batch"], "throughput_tok_s").sort_values(["batch", "system"]).reset_index(drop=True)
 
 
-def fig18_table(ws: Workspace, experiment: str) -> pd.DataFrame:
+def fig18_table(ws: Workspace, experiment: str, batch: int, systems: list[str]) -> pd.DataFrame:
+    """GPU and PIM utilisation of ``systems`` at one ``batch`` (the paper's Fig. 18: batch 64)."""
     del ws
     df = pd.read_parquet(experiment)
-    df = df[(df.batch == 64) & df.system.isin(["PIM-AD", "PIM-SD", "SADDLE"])]
+    df = df[(df.batch == batch) & df.system.isin(systems)]
     long = df.melt(
         id_vars=["pair", "system"], value_vars=["gpu_util", "pim_util"], var_name="device", value_name="utilization"
     )
@@ -118,12 +123,12 @@ def _bars(df, x, y, hue, order, ax, ylabel, title):
     ax.set(ylabel=ylabel, title=title)
 
 
-def _per_pair(df, metric_label, title, limit: str | None = None):
-    pairs = [p for p in PAIR_LABELS if p in set(df.pair)]
+def _per_pair(ws, df, metric_label, title, limit: str | None = None):
+    pairs = pairs_in_order(ws, df)
     fig, axes = plt.subplots(1, len(pairs), figsize=(4.2 * len(pairs), 3.4), sharey=True, squeeze=False)
     for ax, pair in zip(axes[0], pairs, strict=True):
         part = df[df.pair == pair]
-        _bars(part, "batch", "normalized", "system", MAIN_SYSTEMS, ax, metric_label, pair)
+        _bars(part, "batch", "normalized", "system", in_order(df.system), ax, metric_label, pair)
         if limit is not None:  # one value per batch, drawn over the batch's bar group
             roof = part.groupby("batch")[limit].first()
             ax.plot(range(len(roof)), roof.to_numpy(), color="k", marker="_", ms=18, lw=1.0, label="physical limit")
@@ -137,14 +142,22 @@ def _per_pair(df, metric_label, title, limit: str | None = None):
 
 
 def fig12_throughput(ws: Workspace, df: pd.DataFrame):
-    del ws
-    fig = _per_pair(df, "Throughput (norm. to GPU-AD)", "Throughput (line: physical limit)", "limit_normalized")
+    """Paper Fig. 12, modelled: generated tokens per second of GPU-AD, GPU-SD (d = 8), PIM-AD (AttAcc), PIM-SD
+    (SpecPIM-style static mapping, d = 8) and SADDLE (running-product draft length, Shared and Eager Pools,
+    operator scheduler) for the three pairs at batch 16-128, normalised to GPU-AD at the same pair and batch
+    (log scale), with continuous batching, measured over the steady-state window. Acceptance streams come
+    from the calibrated acceptance models; tau from the tau calibration. The black marks are the physical
+    limit: every FC FLOP at the GPUs' peak x 0.8 and the weights read once per step of d + 1 tokens per
+    request, the best of the systems on each term."""
+    fig = _per_pair(ws, df, "Throughput (norm. to GPU-AD)", "Throughput (line: physical limit)", "limit_normalized")
     return fig, df
 
 
 def fig13_energy(ws: Workspace, df: pd.DataFrame):
-    del ws
-    return _per_pair(df, "Tokens/J (norm. to GPU-AD)", "Energy efficiency"), df
+    """Paper Fig. 13, modelled: generated tokens per joule of the five systems, same layout as Fig. 12,
+    normalised to GPU-AD. Energy includes every board's and PIM stack's static power over the measured wall
+    time."""
+    return _per_pair(ws, df, "Tokens/J (norm. to GPU-AD)", "Energy efficiency"), df
 
 
 def _one_panel(df, x, order, xlabel, ylabel, title):
@@ -156,23 +169,34 @@ def _one_panel(df, x, order, xlabel, ylabel, title):
 
 
 def fig14_ablation(ws: Workspace, df: pd.DataFrame):
+    """Paper Fig. 14, modelled: what each SADDLE mechanism adds on OPT-66B + OPT-1.3B: adaptive length only
+    (SADDLE-d), + Shared Pool (SADDLE-p, sequential), + Eager Pool (SADDLE-s, asynchronous, static FC->GPU /
+    attention->PIM), + operator scheduler (SADDLE); throughput normalised to PIM-SD at the same batch."""
     del ws
-    return _one_panel(df, "batch", ABLATION, "Batch size", "Throughput (norm. to PIM-SD)", "Ablation, OPT-66B"), df
+    return _one_panel(
+        df, "batch", in_order(df.system), "Batch size", "Throughput (norm. to PIM-SD)", "Ablation, OPT-66B"
+    ), df
 
 
 def fig15a_seqlen(ws: Workspace, df: pd.DataFrame):
+    """Paper Fig. 15a, modelled: throughput of the five systems vs maximum sequence length (1024-8192 tokens),
+    Llama-3.1-70B + Llama-3.2-1B, batch 16, normalised to GPU-AD at the same length."""
     del ws
     labels = ("Maximum sequence length", "Throughput (norm. to GPU-AD)", "Llama pair, batch 16")
-    return _one_panel(df, "seq_len", MAIN_SYSTEMS, *labels), df
+    return _one_panel(df, "seq_len", in_order(df.system), *labels), df
 
 
 def fig15b_small_batch(ws: Workspace, df: pd.DataFrame):
+    """Paper Fig. 15b, modelled: throughput of the five systems at batch 1, 2, 4 and 8, OPT-66B + OPT-1.3B,
+    normalised to GPU-AD at the same batch."""
     del ws
     labels = ("Batch size", "Throughput (norm. to GPU-AD)", "OPT-66B, small batch")
-    return _one_panel(df, "batch", MAIN_SYSTEMS, *labels), df
+    return _one_panel(df, "batch", in_order(df.system), *labels), df
 
 
 def fig18_utilization(ws: Workspace, df: pd.DataFrame):
+    """Paper Fig. 18, modelled: busy time / wall time of the GPUs and of the PIM stacks at batch 64 for PIM-AD,
+    PIM-SD and SADDLE, three pairs (busy time summed over devices and divided by their number)."""
     del ws
     g = sns.catplot(
         data=df,
@@ -191,6 +215,9 @@ def fig18_utilization(ws: Workspace, df: pd.DataFrame):
 
 
 def fig19_scheduler(ws: Workspace, df: pd.DataFrame):
+    """Paper Fig. 19, modelled: share of device time spent in PIM and throughput without (SADDLE-s: static FC
+    ->GPU, attention->PIM) and with the arithmetic-intensity operator scheduler (SADDLE), batch 64, three
+    pairs; throughput normalised to the static placement."""
     del ws
     fig, (a, b) = plt.subplots(1, 2, figsize=(8.4, 3.3))
     sns.barplot(data=df, x="pair", y="pim_time_share", hue="scheduler", hue_order=["static", "dynamic"], ax=a)

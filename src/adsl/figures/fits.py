@@ -9,8 +9,8 @@ import seaborn as sns
 
 from adsl.figures.acceptance import CATEGORY_ORDER, plot_accepted_per_iteration
 from adsl.fitting import distributions as dist
-from adsl.fitting.calibration import calibration_curve
 from adsl.fitting.generator import draw_streams, fixed_lengths, replay_lengths
+from adsl.fitting.joint_model import calibration_curve
 from adsl.fitting.modelfile import read_model
 from adsl.fitting.pipeline import accepted_at, greedy_sequences
 from adsl.profiling.traces import read_profile
@@ -60,6 +60,10 @@ def fit_diagnostics_table(ws: Workspace, profile: str, models: list[str]) -> pd.
 
 
 def fit_diagnostics(ws: Workspace, df: pd.DataFrame):
+    """Acceptance fits of the measured profile, per category: accepted tokens per verification at fixed draft
+    lengths with the fitted truncated-geometric and beta-geometric pmfs; the fitted calibration curve
+    P(accepted | draft confidence) against binned frequencies; a QQ plot of the draft confidence against the
+    AIC-selected distribution."""
     del ws
     cats = [c for c in CATEGORY_ORDER if c in set(df.category)]
     panels = [p for p in df.panel.unique() if p.startswith("accepted")] + ["calibration", "QQ"]
@@ -96,12 +100,12 @@ def fit_diagnostics(ws: Workspace, df: pd.DataFrame):
 
 
 def per_iteration_model_table(ws: Workspace, models: list[str]) -> pd.DataFrame:
-    cfg = ws.config["acceptance"]["fig04c"]
-    d, iters = cfg["draft_length"], cfg["iterations"]
+    cfg = ws.settings.acceptance.fig04c
+    d, iters = cfg.draft_length, cfg.iterations
     rows = []
     for path in models:
         m = read_model(path)
-        rng = np.random.default_rng(int(ws.config["seed"]))
+        rng = np.random.default_rng(ws.settings.seed)
         _, acc = draw_streams(m, 1000, (d + 1) * iters, rng)
         r = replay_lengths(acc, fixed_lengths(acc.shape, d))
         a = r["accepted"][:iters].astype(float)
@@ -123,5 +127,7 @@ def per_iteration_model_table(ws: Workspace, models: list[str]) -> pd.DataFrame:
 
 
 def fig04c_accepted_per_iteration_llama(ws: Workspace, df: pd.DataFrame):
+    """Paper Fig. 4c, modelled: accepted draft tokens per speculative iteration for the Llama-3.1-70B +
+    Llama-3.2-1B pair, drawn from its calibrated acceptance model (one request and the mean of 1000)."""
     del ws
     return plot_accepted_per_iteration(df, f"{df.pair.iloc[0]} pair (calibrated acceptance model)")

@@ -12,10 +12,10 @@ from adsl.workspace import Workspace
 
 
 def roofline_table(ws: Workspace) -> pd.DataFrame:
-    cfg = ws.config["roofline"]
-    system = ws.hardware.system(cfg["system"])
-    pair = ws.models.pair(cfg["pair"])
-    df = roofline_points(pair, system, cfg["points"], cfg["context_len"])
+    cfg = ws.settings.roofline
+    system = ws.hardware.system(cfg.system)
+    pair = ws.models.pair(cfg.pair)
+    df = roofline_points(pair, system, cfg.points, cfg.context_len)
     df.insert(0, "system", system.name)
     df.insert(1, "pair", pair.name)
     df["attainable_tflops"] = np.where(df.better_device == "PIM", df.pim_attainable_tflops, df.gpu_attainable_tflops)
@@ -23,9 +23,12 @@ def roofline_table(ws: Workspace) -> pd.DataFrame:
 
 
 def fig06_roofline(ws: Workspace, df: pd.DataFrame):
-    cfg = ws.config["roofline"]
-    system = ws.hardware.system(cfg["system"])
-    pair = ws.models.pair(cfg["pair"])
+    """Paper Fig. 6: attention and FC operators of the target (TLM) and draft (DLM) models at the configured
+    (effective batch, draft length) points, placed on the GPU and PIM rooflines of one device. Left of the
+    dotted line the PIM stacks attain more FLOP/s (PIM benefit), right of it the GPU does."""
+    cfg = ws.settings.roofline
+    system = ws.hardware.system(cfg.system)
+    pair = ws.models.pair(cfg.pair)
 
     roofs = device_rooflines(system)
     cross = crossover_intensity(system)
@@ -61,7 +64,7 @@ def fig06_roofline(ws: Workspace, df: pd.DataFrame):
         ylim=(1, ymax),
         xlabel="Arithmetic intensity (FLOP/byte)",
         ylabel="Attainable performance (TFLOP/s)",
-        title=f"{pair.name} pair on one {system.name} device (KV {cfg['context_len']} tokens)",
+        title=f"{pair.name} pair on one {system.name} device (KV {cfg.context_len} tokens)",
     )
     handles, labels = ax.get_legend_handles_labels()
     names = {"label": "operator", "point": "(batch, draft length)"}

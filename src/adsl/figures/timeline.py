@@ -3,12 +3,14 @@ timelines (which machine works on which kind of pass when; white is idle)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
 from adsl.fitting.modelfile import read_model
-from adsl.sim.experiment import point_inputs, simulate_point
+from adsl.sim.experiment import Point, point_inputs, simulate_point
 from adsl.sim.resources import Layout
 from adsl.workspace import Workspace
 
@@ -18,22 +20,22 @@ LABELS = {"draft": "drafting", "eager": "eager drafting", "verify": "verificatio
 def timeline_table(ws: Workspace, models: list[str], tau: str) -> pd.DataFrame:
     """Busy intervals per device of each configured system over ``passes`` verification passes of the
     steady state (one replica), in ms from the slice's start; contiguous intervals of a kind merged."""
-    cfg = ws.config["simulation"]["timeline"]
-    sim = {**ws.config["simulation"], "replicas": 1}
-    paths = [p for p in models if f"/{cfg['pair']}/" in p.replace("\\", "/")]
+    cfg = ws.settings.simulation.timeline
+    sim = dataclasses.replace(ws.settings.simulation, replicas=1)
+    paths = [p for p in models if f"/{cfg.pair}/" in p.replace("\\", "/")]
     accept = {read_model(p)["category"]: read_model(p) for p in paths}
     t = pd.read_csv(tau)
-    taus = dict(zip(t[t.pair == cfg["pair"]].category, t[t.pair == cfg["pair"]].tau.astype(float), strict=True))
+    taus = dict(zip(t[t.pair == cfg.pair].category, t[t.pair == cfg.pair].tau.astype(float), strict=True))
     rows = []
-    for system in cfg["systems"]:
-        seq = sim["max_seq_len_by_pair"].get(cfg["pair"], sim["max_seq_len"])
-        p = point_inputs(ws, cfg["pair"], system, cfg["batch"], sim["draft_length"], seq, accept, "warn", taus, sim)
+    for system in cfg.systems:
+        point = Point(cfg.pair, system, cfg.batch, sim.draft_length, sim.seq_len(cfg.pair), "warn")
+        p = point_inputs(ws, sim, point, accept, taus)
         res = simulate_point(p, "event", timelines=True)
         names = Layout.of(p.setup.system).machines
         spans = sorted(res.timelines[0]["segments"], key=lambda z: z[1])
         verify = sorted(s for k, s, _ in res.timelines[0]["jobs"] if k == "verify" and s >= res.window["start_s"][0])
         lo = verify[0] if verify else res.window["start_s"][0]
-        hi = verify[min(cfg["passes"], len(verify) - 1)] if len(verify) > 1 else lo + 0.05
+        hi = verify[min(cfg.passes, len(verify) - 1)] if len(verify) > 1 else lo + 0.05
         merged: dict = {}
         for m, s, e, k in spans:
             if e <= lo or s >= hi:
@@ -59,7 +61,12 @@ def timeline_table(ws: Workspace, models: list[str], tau: str) -> pd.DataFrame:
 
 
 def timeline(ws: Workspace, df: pd.DataFrame):
-    cfg = ws.config["simulation"]["timeline"]
+    """Three verification passes of PIM-SD and SADDLE on OPT-66B at batch 64, as the event-driven core ran
+    them: for each machine (the GPUs and the PIM stacks of the tensor-parallel group) the passes it worked
+    on, by kind (drafting, eager drafting, verification, prefill); white is idle. PIM-SD's two micro-batches
+    alternate drafting and verification, so one drafts while the other is verified; SADDLE verifies the
+    pooled drafts of both micro-batches in one pass and drafts eagerly while it runs."""
+    cfg = ws.settings.simulation.timeline
     systems = list(dict.fromkeys(df.system))
     kinds = list(LABELS.values())
     colors = dict(zip(kinds, sns.color_palette(n_colors=len(kinds)), strict=True))
@@ -77,8 +84,6 @@ def timeline(ws: Workspace, df: pd.DataFrame):
         ax.set(title=system, xlabel="time (ms)")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colors.values()]
     fig.legend(handles, kinds, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 0.95))
-    fig.suptitle(
-        f"Devices over {cfg['passes']} verification passes, {cfg['pair']}, batch {cfg['batch']} (white: idle)", y=1.0
-    )
+    fig.suptitle(f"Devices over {cfg.passes} verification passes, {cfg.pair}, batch {cfg.batch} (white: idle)", y=1.0)
     fig.tight_layout()
     return fig, df

@@ -9,17 +9,20 @@ import pandas as pd
 import seaborn as sns
 
 from adsl.fitting.modelfile import read_model
-from adsl.perf.validation import validation_table
+from adsl.perf.anchors import validation_table
 from adsl.workspace import Workspace
 
 
 def anchors_table(ws: Workspace, measured: list[str] | None = None) -> pd.DataFrame:
     """Every public anchor; with the ``measured`` acceptance models also the speculative path."""
     acceptance = [read_model(p) for p in measured] if measured else None
-    return validation_table(ws.path(ws.config["anchors_dir"]), ws.models, ws.hardware, acceptance)
+    return validation_table(ws.path(ws.settings.anchors_dir), ws.models, ws.hardware, acceptance)
 
 
 def validation_gpu(ws: Workspace, df: pd.DataFrame):
+    """The analytical cost model against public measurements (gpt-fast decode speeds, the AttAcc simulator's
+    GPU-only GPT-3 175B point, Vidur's linear-layer profiles, LLMCompass GEMM throughput, AttAcc's PIM
+    attention refit). "fit" rows calibrate the gpt-fast runtime; every other row is held out."""
     del ws  # everything is in the table
     df = df.assign(ratio=df.predicted / df.measured, label=df.anchor + ": " + df.point + " " + df.metric)
     fig, ax = plt.subplots(figsize=(7.0, 0.28 * len(df) + 1.2))

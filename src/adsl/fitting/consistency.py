@@ -29,7 +29,7 @@ from adsl.fitting.generator import (
     later_confidence,
     replay_lengths,
 )
-from adsl.fitting.paper import SPREAD_POSITIONS
+from adsl.fitting.paper_calibration import SPREAD_POSITIONS
 from adsl.fitting.pipeline import greedy_sequences, request_rate_sd
 from adsl.profiling.traces import Profile
 

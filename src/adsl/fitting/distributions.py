@@ -7,10 +7,12 @@ from __future__ import annotations
 import numpy as np
 from scipy import optimize, special, stats
 
+from adsl.errors import AdslError
+
 EPS = 1e-6
 
 
-class FitError(ValueError):
+class FitError(AdslError, ValueError):
     """Too few samples or unusable data for a fit; the message gives the count."""
 
 

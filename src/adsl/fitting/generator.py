@@ -96,7 +96,7 @@ def draw_streams(
         q_x, lq_x = q_m, lq_m
     j = model["joint"]
     h = float(cal.get("draft_continuation", 0.0) if continuation is None else continuation)
-    # a calibration may scale the request-level heterogeneity (adsl.fitting.paper.scaled)
+    # a calibration may scale the request-level heterogeneity (adsl.fitting.paper_calibration.scaled)
     scale = float(cal.get("heterogeneity_scale", 1.0))
     rho = float(model.get("confidence_request_effect", {}).get("rho", 0.0))
     if scale != 1.0:

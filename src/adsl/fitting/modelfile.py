@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from adsl.errors import AdslError
 from adsl.io import atomic_path
 
 MODEL_FORMAT = "adsl-acceptance-model/1"
 REQUIRED = ("format", "pair", "category", "confidence", "joint")
 
 
-class ModelFileError(ValueError):
+class ModelFileError(AdslError, ValueError):
     pass
 
 

@@ -7,8 +7,8 @@ import pandas as pd
 from scipy import stats
 
 from adsl.fitting import distributions as dist
-from adsl.fitting.calibration import binned_calibration, calibration_curve, fit_joint
 from adsl.fitting.generator import draw_streams, fixed_lengths, replay_lengths
+from adsl.fitting.joint_model import binned_calibration, calibration_curve, fit_joint
 from adsl.profiling.replay import replay
 from adsl.profiling.traces import Profile
 

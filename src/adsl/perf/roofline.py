@@ -48,11 +48,12 @@ def crossover_intensity(system: SystemSpec, rooflines: dict | None = None) -> fl
     return float(grid[np.argmax(ahead)]) if ahead.any() else float("inf")
 
 
-def roofline_points(pair: Pair, system: SystemSpec, points: list[dict], context_len: int) -> pd.DataFrame:
+def roofline_points(pair: Pair, system: SystemSpec, points, context_len: int) -> pd.DataFrame:
+    """FC / attention operator families of target and draft at each (batch, draft length) point on the
+    system's GPU and PIM rooflines (the paper's Fig. 6)."""
     roofs = device_rooflines(system)
     rows = []
-    for p in points:
-        b, d = p["batch"], p["draft_length"]
+    for b, d in points:
         for role, model, q in (("TLM", pair.target, d + 1), ("DLM", pair.draft, 1)):
             ops = {op.name: op for op in decoder_ops(model, b, q, context_len)}
             for family, names in FAMILIES.items():

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from adsl.errors import AdslError
+
 # Spec-Bench proxies for the paper's Dolly categories (../shared/data/README.md).
 SPEC_BENCH_PROXY = {
     "summarization": "summarization",
@@ -22,7 +24,7 @@ SPEC_BENCH_PROXY = {
 DOLLY_CATEGORIES = ("summarization", "open_qa", "creative_writing")
 
 
-class DatasetError(FileNotFoundError):
+class DatasetError(AdslError, FileNotFoundError):
     pass
 
 
@@ -106,9 +108,9 @@ def human_eval() -> pd.DataFrame:
     )
 
 
-def select(df: pd.DataFrame, per_category: dict[str, int], skip: dict[str, int] | None = None) -> pd.DataFrame:
+def select(df: pd.DataFrame, per_category: dict[str, int | str], skip: dict[str, int] | None = None) -> pd.DataFrame:
     """The first n prompts of each source category (file order, deterministic) after passing over
-    ``skip[category]`` of them; n = 0 or absent: none, n < 0: all the rest."""
+    ``skip[category]`` of them; n = 0 or absent: none, n = "all": all the rest."""
     parts = []
     skip = skip or {}
     extra = sorted(skip.keys() - per_category.keys())
@@ -118,9 +120,11 @@ def select(df: pd.DataFrame, per_category: dict[str, int], skip: dict[str, int] 
         rows = df[df["category"] == cat]
         if rows.empty:
             raise DatasetError(f"no prompts of category {cat!r}; present: {sorted(df['category'].unique())}")
+        if n != "all" and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
+            raise DatasetError(f"prompts of category {cat!r}: {n!r}; give a count >= 0 or 'all'")
         k = int(skip.get(cat, 0))
-        if n > 0 and k + n > len(rows):
+        if n != "all" and n > 0 and k + n > len(rows):
             raise DatasetError(f"category {cat!r} has {len(rows)} prompts; skip {k} + {n} asks for {k + n}")
         rows = rows.iloc[k:]
-        parts.append(rows if n < 0 else rows.head(n))
+        parts.append(rows if n == "all" else rows.head(n))
     return pd.concat(parts, ignore_index=True)

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from adsl.errors import AdslError
 from adsl.io import atomic_path
 
 
@@ -53,7 +54,7 @@ OFFLINE_GGUF = {
 }
 
 
-class OfflineModelError(RuntimeError):
+class OfflineModelError(AdslError, RuntimeError):
     pass
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pickle
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -17,20 +17,7 @@ import pandas as pd
 from adsl.io import atomic_path
 from adsl.profiling import datasets
 from adsl.profiling.traces import TABLES, TraceError, empty_tables, versions_json, write_profile
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    mode: str  # greedy | sample
-    d_max: int
-    max_new_tokens: int
-    min_new_tokens: int
-    temperature: float
-    teacher_forced: bool
-    prompts: dict  # source category -> count (-1: all)
-    # source category -> prompts passed over first: a later run extends a category without renumbering
-    # the requests (and checkpoints) of the runs before it
-    skip: dict = field(default_factory=dict)
+from adsl.settings import ProfilingRun
 
 
 def default_checkpoints(name: str) -> Path:
@@ -41,7 +28,8 @@ def default_checkpoints(name: str) -> Path:
     return cache_root() / "checkpoints" / name
 
 
-def build_plan(prompts: pd.DataFrame, runs: list[RunSpec]) -> pd.DataFrame:
+def build_plan(prompts: pd.DataFrame, runs: list[ProfilingRun]) -> pd.DataFrame:
+    """One row per request of the profiling plan: each run's prompts, numbered in order."""
     parts = []
     for i, run in enumerate(runs):
         sel = datasets.select(prompts, run.prompts, run.skip).assign(

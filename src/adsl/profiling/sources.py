@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from adsl.errors import AdslError
 from adsl.profiling.offline_models import OFFLINE_GGUF, assemble
 
 DTYPES = ("float32", "float16", "bfloat16", "float64")
 
 
-class PairError(ValueError):
+class PairError(AdslError, ValueError):
     pass
 
 

@@ -21,6 +21,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from adsl.errors import AdslError
 from adsl.io import atomic_path
 
 FORMAT_VERSION = "1"
@@ -86,7 +87,7 @@ PROBABILITY_COLUMNS = {
 TABLES = tuple(SCHEMAS)
 
 
-class TraceError(ValueError):
+class TraceError(AdslError, ValueError):
     """A profile file violates the trace schema or a value range; names file, column and row."""
 
 
@@ -154,10 +155,14 @@ def validate_table(df: pd.DataFrame, name: str, file: str) -> None:
 
 
 def read_table(path: str | Path, name: str) -> pd.DataFrame:
+    """Profile table ``name`` from a Parquet file, checked against its schema and format version."""
     path = Path(path)
     if not path.is_file():
         raise TraceError(f"{path}: profile table {name!r} not found")
-    table = pq.read_table(path)
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise TraceError(f"{path}: not a readable Parquet file ({exc})") from exc
     meta = table.schema.metadata or {}
     version = meta.get(b"adsl_trace_format", b"?").decode()
     if version != FORMAT_VERSION:
@@ -167,8 +172,15 @@ def read_table(path: str | Path, name: str) -> pd.DataFrame:
     return df
 
 
-def read_profile(folder: str | Path) -> Profile:
-    folder = Path(folder)
+def profile_files(folder: str | Path) -> list[str]:
+    """The files of a profile folder, one per table."""
+    return [str(Path(folder) / f"{name}.parquet") for name in TABLES]
+
+
+def read_profile(folder: str | Path | list) -> Profile:
+    """The four tables of a profile folder (or the list of its files), each checked, and checked against
+    each other."""
+    folder = Path(folder[0]).parent if isinstance(folder, list) else Path(folder)
     tables = {name: read_table(folder / f"{name}.parquet", name) for name in TABLES}
     _check_consistency(tables, folder)
     return Profile(**tables)

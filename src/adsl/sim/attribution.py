@@ -8,26 +8,27 @@ from __future__ import annotations
 import pandas as pd
 
 from adsl.config import merged
+from adsl.settings import AttributionStep, SimulationSettings, plain
 from adsl.sim.experiment import run_experiment
 
 
-def cumulative(steps: list[dict], i: int) -> tuple[dict, dict]:
+def cumulative(steps: tuple[AttributionStep, ...], i: int) -> tuple[dict, dict]:
     """(simulation, hardware) overrides of step ``i``: steps 0..i laid over each other in order."""
     sim: dict = {}
     hw: dict = {}
     for step in steps[: i + 1]:
-        sim = merged(sim, step.get("simulation", {}))
-        hw = merged(hw, step.get("hardware", {}))
+        sim = merged(sim, plain(step.simulation))
+        hw = merged(hw, plain(step.hardware))
     return sim, hw
 
 
-def is_default(ws, steps: list[dict], i: int) -> bool:
+def is_default(sim: SimulationSettings, i: int) -> bool:
     """Whether step ``i`` runs today's configuration (its overrides change nothing)."""
-    sim, hw = cumulative(steps, i)
-    return not hw and merged(ws.config["simulation"], sim) == ws.config["simulation"]
+    over, hw = cumulative(sim.attribution, i)
+    return not hw and merged(plain(sim.raw), over) == plain(sim.raw)
 
 
 def run_step(ws, i: int, model_paths: dict, taus: dict, experiment: str = "main") -> pd.DataFrame:
     """The ``experiment`` under step ``i``'s overrides."""
-    sim, hw = cumulative(ws.config["simulation"]["attribution"], i)
+    sim, hw = cumulative(ws.settings.simulation.attribution, i)
     return run_experiment(ws.with_overrides(sim, hw), experiment, model_paths, taus).assign(step=i)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from adsl.errors import AdslError
 from adsl.fitting.generator import match_runs
 from adsl.perf.hardware import SystemSpec
 from adsl.perf.models import Pair
@@ -33,7 +34,7 @@ from adsl.sim.timing import BatchCost, CostTable, Schedule
 PREFILL_MAPPING = {"fc": "gpu", "attention": "gpu"}
 
 
-class SimError(ValueError):
+class SimError(AdslError, ValueError):
     pass
 
 

@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from adsl.config import experiment_simulation
 from adsl.fitting.generator import (
     as_flags,
     continuation_boost,
@@ -19,7 +18,8 @@ from adsl.fitting.generator import (
 )
 from adsl.fitting.modelfile import read_model
 from adsl.perf.models import Pair
-from adsl.sim.batching import Batching, Continuous
+from adsl.settings import ExperimentSpec, SimulationSettings
+from adsl.sim.batching import Continuous
 from adsl.sim.core import RunResult, from_engine, simulate_core
 from adsl.sim.engine import Setup, check_memory, memory_need, simulate
 from adsl.sim.pools import simulate_pooled
@@ -77,6 +77,18 @@ def _ci95(values: np.ndarray) -> float:
 
 
 @dataclass(frozen=True)
+class Point:
+    """One configuration point of a sweep."""
+
+    pair: str
+    system: str
+    batch: int
+    draft_length: int  # the SD baselines' fixed d, the adaptive systems' cap
+    seq_len: int  # prompt + output tokens per request
+    memory_check: str = "error"  # error: stop when weights + KV exceed the system's memory; warn: flag it
+
+
+@dataclass(frozen=True)
 class PointInputs:
     """Everything one configuration point simulates: the system's setup and the requests' arrays."""
 
@@ -94,70 +106,66 @@ class PointInputs:
     memory: tuple[float, float] = (0.0, 0.0)  # (needed, available) bytes
 
 
+def point_setup(ws, sim: SimulationSettings, point: Point) -> Setup:
+    """The registered system's setup for the point; stops when it does not fit in memory (``error``)."""
+    pair = ws.models.pair(point.pair)
+    ctx = Context.of(ws.hardware, pair, point.batch, point.seq_len, point.draft_length, sim)
+    setup = build(point.system, ctx)
+    if point.memory_check == "error":
+        check_memory(setup, pair, point.batch, point.seq_len)
+    return setup
+
+
+def point_requests(sim: SimulationSettings, point: Point) -> tuple[np.ndarray, np.ndarray]:
+    """(prompt, output) tokens per request, (replicas, requests): every request decodes to seq_len."""
+    n = sim.batching.requests(point.batch)
+    prompt = min(sim.prompt_len, point.seq_len - 1)
+    return np.full((sim.replicas, n), float(prompt)), np.full((sim.replicas, n), point.seq_len - prompt)
+
+
+def point_taus(sim: SimulationSettings, taus: dict[str, float] | None, point: Point) -> dict[str, float]:
+    """Tau per category for an adaptive system at this point's batch (``tau_light_load``)."""
+    if taus is None:
+        raise ValueError(f"{point.system} drafts adaptively and needs tau per category (results/acceptance/tau.csv)")
+    light = sim.tau_light_load
+    if point.batch <= light.batch_at_most:  # lightly loaded: longer drafts use the idle parallelism
+        return {c: t * light.factor for c, t in taus.items()}
+    return dict(taus)
+
+
 def point_inputs(
-    ws,
-    pair_name: str,
-    system_name: str,
-    batch: int,
-    d: int,
-    seq_len: int,
-    models: dict,
-    memory_check: str = "error",
-    taus: dict[str, float] | None = None,
-    sim: dict | None = None,
+    ws, sim: SimulationSettings, point: Point, models: dict, taus: dict[str, float] | None = None
 ) -> PointInputs:
-    """The setup of ``system_name`` for one point and its requests' streams (common random numbers: every
-    system and draft length sees the same streams for a (pair, batch))."""
-    sim = sim or ws.config["simulation"]
-    pair = ws.models.pair(pair_name)
-    ctx = Context(
-        ws.hardware,
-        pair,
-        batch,
-        seq_len,
-        d,
-        sim["systems"],
-        draft_placement=sim["draft_placement"],
-        draft_split=sim["draft_split"],
-        micro_batch_verification=sim["micro_batch_verification"],
-        static_power=sim["static_power"],
-        pool_trigger=sim["pool_trigger"],
-    )
-    setup = build(system_name, ctx)
-    if memory_check == "error":
-        check_memory(setup, pair, batch, seq_len)
-    batching = Batching(**sim["batching"])
-    x, n = sim["replicas"], batching.requests(batch)
-    prompt = min(sim["prompt_len"], seq_len - 1)
-    out = np.full((x, n), seq_len - prompt)
+    """The setup of the point's system and its requests' streams (common random numbers: every system and
+    draft length sees the same streams for a (pair, batch))."""
+    setup, pair = point_setup(ws, sim, point), ws.models.pair(point.pair)
+    prompts, out = point_requests(sim, point)
+    d = point.draft_length
     acc = conf = later = lengths = None
     if setup.decoding == "sd":
         if d > STREAM_SLACK:
             raise ValueError(f"draft length {d} > {STREAM_SLACK} is not supported")
         t = int(out.max()) + STREAM_SLACK + 1
-        conf, later, acc = request_streams(models, sim["categories"], x, n, t, ws.config["seed"] + batch)
+        x, n = out.shape
+        conf, later, acc = request_streams(models, list(sim.categories), x, n, t, ws.settings.seed + point.batch)
     if setup.policy == "running_product":
-        if taus is None:
-            raise ValueError(f"{system_name} drafts adaptively and needs tau per category (results/acceptance/tau.csv)")
-        light = sim["tau_light_load"]
-        if batch <= light["batch_at_most"]:  # lightly loaded: longer drafts use the idle parallelism
-            taus = {c: t * light["factor"] for c, t in taus.items()}
         boosts = {c: continuation_boost(m) for c, m in models.items()}
         # a pooled request may hold up to d eager tokens beyond a d-token entry: lengths up to 2 d
-        lengths = adaptive_lengths(conf, sim["categories"], taus, 2 * d if setup.pool_tokens else d, boosts)
+        cap = 2 * d if setup.pool_tokens else d
+        lengths = adaptive_lengths(conf, list(sim.categories), point_taus(sim, taus, point), cap, boosts)
     return PointInputs(
         setup,
         pair,
-        batch,
-        seq_len,
-        np.full((x, n), float(prompt)),
+        point.batch,
+        point.seq_len,
+        prompts,
         out,
-        batching.serving(batch),
+        sim.batching.serving(point.batch),
         acc,
         conf,
         later,
         lengths,
-        memory_need(setup, pair, batch, seq_len),
+        memory_need(setup, pair, point.batch, point.seq_len),
     )
 
 
@@ -182,11 +190,10 @@ def simulate_point(p: PointInputs, core: str = "event", timelines: bool = False)
     return from_engine(simulate(p.setup, p.pair, p.prompts, p.out, p.accept, p.lengths, p.serving))
 
 
-def run_point(ws, pair_name, system_name, batch, d, seq_len, models, memory_check="error", taus=None, sim=None) -> dict:
-    """One configuration point as a table row; ``sim``: the simulation settings (default: the config's)."""
-    sim = sim or ws.config["simulation"]
-    p = point_inputs(ws, pair_name, system_name, batch, d, seq_len, models, memory_check, taus, sim)
-    return point_row(p, simulate_point(p, sim["core"]), pair_name, system_name, d)
+def run_point(ws, sim: SimulationSettings, point: Point, models: dict, taus: dict[str, float] | None = None) -> dict:
+    """One configuration point simulated under ``sim``, as a table row."""
+    p = point_inputs(ws, sim, point, models, taus)
+    return point_row(p, simulate_point(p, sim.core), point.pair, point.system, point.draft_length)
 
 
 def point_row(p: PointInputs, res: RunResult, pair_name: str, system_name: str, d: int) -> dict:
@@ -246,30 +253,29 @@ def point_row(p: PointInputs, res: RunResult, pair_name: str, system_name: str, 
     return row
 
 
-def experiment_pairs(exp: dict) -> list[str]:
-    return list(exp.get("pairs") or [exp["pair"]])
+def experiment_points(sim: SimulationSettings, exp: ExperimentSpec) -> list[Point]:
+    """The points of a sweep, pair by pair (system x batch x draft length x sequence length)."""
+    return [
+        Point(pair, system, batch, d, seq, exp.memory_check)
+        for pair in exp.pairs
+        for system, batch, d, seq in itertools.product(
+            exp.systems, exp.batches, exp.draft_lengths or [sim.draft_length], exp.seq_lens or [sim.seq_len(pair)]
+        )
+    ]
 
 
 def run_experiment(
     ws, name: str, model_paths: dict[str, dict[str, str]], taus: dict[str, dict[str, float]] | None = None
 ) -> pd.DataFrame:
-    """``model_paths``: pair -> category -> acceptance-model file; ``taus``: pair -> category -> tau
-    (needed by the adaptive systems)."""
-    exp = ws.config["simulation"]["experiments"][name]
-    sim = experiment_simulation(ws.config, name)
-    rows = []
-    for pair in experiment_pairs(exp):
-        models = {c: read_model(p) for c, p in model_paths[pair].items()}
-        seq_default = sim["max_seq_len_by_pair"].get(pair, sim["max_seq_len"])
-        for system, batch, d, seq in itertools.product(
-            exp["systems"],
-            exp["batches"],
-            exp.get("draft_lengths") or [sim["draft_length"]],
-            exp.get("seq_lens") or [seq_default],
-        ):
-            tau = (taus or {}).get(pair)
-            point = run_point(ws, pair, system, batch, d, seq, models, exp.get("memory_check", "error"), tau, sim)
-            rows.append(point | {"experiment": name})
+    """Experiment ``name`` of the workspace's simulation settings. ``model_paths``: pair -> category ->
+    acceptance-model file; ``taus``: pair -> category -> tau (needed by the adaptive systems)."""
+    sim = ws.settings.simulation.for_experiment(name)
+    exp = ws.settings.simulation.experiments[name]
+    models = {pair: {c: read_model(p) for c, p in model_paths[pair].items()} for pair in exp.pairs}
+    rows = [
+        run_point(ws, sim, pt, models[pt.pair], (taus or {}).get(pt.pair)) | {"experiment": name}
+        for pt in experiment_points(sim, exp)
+    ]
     df = pd.DataFrame(rows)
     # AD rows do not depend on d: keep one per (pair, system, batch, seq_len)
     keys = ["pair", "system", "batch", "draft_length", "seq_len"]

@@ -68,7 +68,7 @@ def _implied_overhead(sd_time_s, ad_time_s, steps, measured: float) -> float:
 def spec_bench_rows(
     anchors: pd.DataFrame, models: ModelCatalogue, hw: HardwareCatalogue, acceptance: list[dict], requests: int = 96
 ) -> list[dict]:
-    """Validation rows (the columns of adsl.perf.validation) per Spec-Bench target: the fitted tokens
+    """Validation rows (the columns of adsl.perf.anchors) per Spec-Bench target: the fitted tokens
     per step, the predicted speedup and the diagnostic with a per-step host overhead."""
     runtime = hw.runtimes["eager"]
     rows, runs = [], []

@@ -4,11 +4,13 @@ one line in SYSTEMS."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from adsl.perf.cost import default_mapping
 from adsl.perf.hardware import HardwareCatalogue
 from adsl.perf.models import Pair
+from adsl.settings import SystemChoice
 from adsl.sim.engine import Setup
 from adsl.sim.mapping import search_static_mapping
 from adsl.sim.placement import place_draft
@@ -22,24 +24,40 @@ class Context:
     batch: int
     max_seq_len: int
     draft_length: int  # the SD baselines' fixed d
-    settings: dict  # config["simulation"]["systems"]
+    systems: SystemChoice  # which hardware system each family runs on, pool capacity, schedules
     draft_placement: str = "tensor_parallel"  # or replicated | pim | best (adsl.sim.placement)
     draft_split: str = "inherit"  # micro-batch split of draft passes: best | always | inherit (as the verification's)
     micro_batch_verification: bool = True  # SpecPIM-style systems verify each micro-batch on its own
     static_power: bool = False
     pool_trigger: str = "complete"  # when SADDLE's Shared Pool is verified: idle | complete
 
+    @classmethod
+    def of(cls, hardware, pair: Pair, batch: int, max_seq_len: int, draft_length: int, sim) -> Context:
+        """A point's context under the simulation settings ``sim`` (``adsl.settings.SimulationSettings``)."""
+        return cls(
+            hardware,
+            pair,
+            batch,
+            max_seq_len,
+            draft_length,
+            sim.systems,
+            draft_placement=sim.draft_placement,
+            draft_split=sim.draft_split,
+            micro_batch_verification=sim.micro_batch_verification,
+            static_power=sim.static_power,
+            pool_trigger=sim.pool_trigger,
+        )
+
 
 def _schedule(ctx: Context, system_name: str) -> Schedule:
-    s = ctx.settings.get(system_name, {})
-    return Schedule(micro_batches=s.get("micro_batches", 1), overlap=s.get("overlap", False))
+    return ctx.systems.schedule(system_name)
 
 
 def _gpu(ctx: Context, name: str, decoding: str) -> Setup:
-    system = ctx.hardware.system(ctx.settings["gpu_system"])
+    system = ctx.hardware.system(ctx.systems.gpu_system)
     m = default_mapping(system)
     d = ctx.draft_length if decoding == "sd" else 0
-    return Setup(name, system, decoding, d, m, m, _schedule(ctx, ctx.settings["gpu_system"]))
+    return Setup(name, system, decoding, d, m, m, _schedule(ctx, ctx.systems.gpu_system))
 
 
 def gpu_ad(ctx: Context) -> Setup:
@@ -52,9 +70,9 @@ def gpu_sd(ctx: Context) -> Setup:
 
 def pim_ad(ctx: Context) -> Setup:
     """AttAcc: attention in the PIM stacks, FC on the GPUs."""
-    system = ctx.hardware.system(ctx.settings["pim_system"])
+    system = ctx.hardware.system(ctx.systems.pim_system)
     m = {"fc": "gpu", "attention": "pim"}
-    return Setup("PIM-AD", system, "ad", 0, m, m, _schedule(ctx, ctx.settings["pim_system"]))
+    return Setup("PIM-AD", system, "ad", 0, m, m, _schedule(ctx, ctx.systems.pim_system))
 
 
 def _static_sd(ctx: Context, name: str, system_name: str) -> Setup:
@@ -72,22 +90,22 @@ def _static_sd(ctx: Context, name: str, system_name: str) -> Setup:
 
 def pim_sd(ctx: Context) -> Setup:
     """SpecPIM-style: static mapping searched for the initial batch and the maximum sequence length."""
-    return _static_sd(ctx, "PIM-SD", ctx.settings["pim_system"])
+    return _static_sd(ctx, "PIM-SD", ctx.systems.pim_system)
 
 
 def motivation_ad(ctx: Context) -> Setup:
-    system = ctx.hardware.system(ctx.settings["motivation_system"])
+    system = ctx.hardware.system(ctx.systems.motivation_system)
     m = {"fc": "gpu", "attention": "pim"}
-    return Setup("AD", system, "ad", 0, m, m, _schedule(ctx, ctx.settings["motivation_system"]))
+    return Setup("AD", system, "ad", 0, m, m, _schedule(ctx, ctx.systems.motivation_system))
 
 
 def motivation_sd(ctx: Context) -> Setup:
-    return _static_sd(ctx, "SD", ctx.settings["motivation_system"])
+    return _static_sd(ctx, "SD", ctx.systems.motivation_system)
 
 
 def _saddle_static(ctx: Context, name: str) -> Setup:
     """SADDLE hardware with the SpecPIM-style static mapping and the adaptive (running-product) policy."""
-    base = _static_sd(ctx, name, ctx.settings["saddle_system"])
+    base = _static_sd(ctx, name, ctx.systems.saddle_system)
     return dataclasses.replace(base, policy="running_product")
 
 
@@ -99,13 +117,13 @@ def saddle_d(ctx: Context) -> Setup:
 
 def saddle_p(ctx: Context) -> Setup:
     """Ablation SADDLE-p: + Shared Pool (one pooled verification of at most C tokens), still sequential."""
-    return dataclasses.replace(_saddle_static(ctx, "SADDLE-p"), pool_tokens=ctx.settings["pool_tokens"])
+    return dataclasses.replace(_saddle_static(ctx, "SADDLE-p"), pool_tokens=ctx.systems.pool_tokens)
 
 
 def _fixed_roles(ctx: Context, name: str, dynamic: bool) -> Setup:
     """FC on the GPU, attention on PIM for both models (the scheduler's fixed placements), Shared and
     Eager Pools, asynchronous drafting; ``dynamic`` re-places DLM FC and TLM attention per pass."""
-    system = ctx.hardware.system(ctx.settings["saddle_system"])
+    system = ctx.hardware.system(ctx.systems.saddle_system)
     m = {"fc": "gpu", "attention": "pim"}
     return Setup(
         name,
@@ -115,10 +133,10 @@ def _fixed_roles(ctx: Context, name: str, dynamic: bool) -> Setup:
         m,
         m,
         # a Draft Generator per micro-batch; verification is pooled (adsl.sim.pools)
-        dataclasses.replace(_schedule(ctx, ctx.settings["saddle_system"]), split="always"),
+        dataclasses.replace(_schedule(ctx, ctx.systems.saddle_system), split="always"),
         policy="running_product",
         dynamic=dynamic,
-        pool_tokens=ctx.settings["pool_tokens"],
+        pool_tokens=ctx.systems.pool_tokens,
         eager=True,
         pool_trigger=ctx.pool_trigger,
     )
@@ -134,18 +152,50 @@ def saddle(ctx: Context) -> Setup:
     return _fixed_roles(ctx, "SADDLE", dynamic=True)
 
 
+@dataclass(frozen=True)
+class SystemEntry:
+    """A registered system: the function that builds its setup, its draft policy (what its acceptance
+    inputs must hold: ``running_product`` needs tau per category) and the label figures show."""
+
+    build: Callable[[Context], Setup]
+    policy: str = "fixed"  # fixed | running_product
+    label: str | None = None  # what figures call it (default: its name)
+
+    @property
+    def adaptive(self) -> bool:
+        return self.policy == "running_product"
+
+
+# The order here is the order figures list systems in.
 SYSTEMS = {
-    "GPU-AD": gpu_ad,
-    "GPU-SD": gpu_sd,
-    "PIM-AD": pim_ad,
-    "PIM-SD": pim_sd,
-    "AD": motivation_ad,
-    "SD": motivation_sd,
-    "SADDLE-d": saddle_d,
-    "SADDLE-p": saddle_p,
-    "SADDLE-s": saddle_s,
-    "SADDLE": saddle,
+    "GPU-AD": SystemEntry(gpu_ad),
+    "GPU-SD": SystemEntry(gpu_sd),
+    "PIM-AD": SystemEntry(pim_ad),
+    "PIM-SD": SystemEntry(pim_sd),
+    "AD": SystemEntry(motivation_ad),
+    "SD": SystemEntry(motivation_sd),
+    "SADDLE-d": SystemEntry(saddle_d, "running_product"),
+    "SADDLE-p": SystemEntry(saddle_p, "running_product"),
+    "SADDLE-s": SystemEntry(saddle_s, "running_product"),
+    "SADDLE": SystemEntry(saddle, "running_product"),
 }
+
+
+def in_order(names) -> list[str]:
+    """``names`` in the registry's order (registered systems first, any others after, as given)."""
+    rank = {n: i for i, n in enumerate(SYSTEMS)}
+    return sorted(dict.fromkeys(names), key=lambda n: rank.get(n, len(rank)))
+
+
+def label(name: str) -> str:
+    """What figures call system ``name``."""
+    entry = SYSTEMS.get(name)
+    return (entry.label if entry else None) or name
+
+
+def adaptive(names) -> bool:
+    """Whether any of the systems ``names`` drafts adaptively (and so needs tau)."""
+    return any(SYSTEMS[n].adaptive for n in names if n in SYSTEMS)
 
 
 def build(name: str, ctx: Context) -> Setup:
@@ -153,7 +203,10 @@ def build(name: str, ctx: Context) -> Setup:
     (speculative systems) and static power."""
     if name not in SYSTEMS:
         raise KeyError(f"unknown system {name!r}; known: {sorted(SYSTEMS)}")
-    setup = dataclasses.replace(SYSTEMS[name](ctx), static_power=ctx.static_power)
+    entry = SYSTEMS[name]
+    setup = dataclasses.replace(entry.build(ctx), static_power=ctx.static_power)
+    if setup.policy != entry.policy:
+        raise ValueError(f"{name}: registered with policy {entry.policy!r} but builds {setup.policy!r}")
     if setup.decoding != "sd":
         return setup
     setup = dataclasses.replace(setup, draft_split=None if ctx.draft_split == "inherit" else ctx.draft_split)

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from adsl.perf.calibrate import mean_context
 from adsl.perf.cost import gpu_op_cost, pass_cost, pim_op_cost
 from adsl.perf.hardware import HardwareCatalogue, gpu_only_system
 from adsl.perf.models import ModelCatalogue
 from adsl.perf.operators import FC_LAYER_OPS, attention, gemm
+from adsl.perf.runtime_fit import mean_context
 
 COLUMNS = ["anchor", "point", "metric", "measured", "predicted", "rel_error", "use", "source"]
 

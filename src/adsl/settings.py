@@ -1,0 +1,338 @@
+"""The workflow configuration as typed, frozen settings.
+
+``config/schema.yaml`` is the gate: ``adsl.config.load_config`` validates a configuration and fills its
+defaults; ``Settings.parse`` then turns the validated dict into the dataclasses below, once, and library
+functions take these instead of dicts. A section a caller did not receive (a Snakemake rule passes only
+the sections its function reads) is a ``Missing`` placeholder that names itself when touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from adsl.sim.batching import Batching
+from adsl.sim.timing import Schedule
+
+SECTIONS = ("seed", "catalogues", "anchors_dir", "extensions", "roofline", "profiling", "acceptance", "simulation")
+
+
+class SectionMissing(AttributeError):
+    """A settings section was read that the caller was not given."""
+
+
+@dataclass(frozen=True)
+class Missing:
+    """Stands for a configuration section a rule did not pass to its function: reading it fails loudly
+    (a function must receive, through the rule's params, every section it reads)."""
+
+    section: str
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise SectionMissing(
+            f"settings section {self.section!r} was read ({self.section}.{name}) but not passed; "
+            "add it to the rule's params (the figure or table registry's `reads`)"
+        )
+
+
+def _frozen(d: Mapping | None) -> dict:
+    # plain dicts (a copy): settings are pickled into Snakemake jobs and compared, never mutated
+    return dict(d or {})
+
+
+@dataclass(frozen=True)
+class Catalogues:
+    models: str  # path of the model catalogue (architectures and speculative pairs)
+    hardware: str  # path of the hardware catalogue (devices, runtimes, systems)
+
+
+@dataclass(frozen=True)
+class RooflineSettings:
+    """The paper's Fig. 6: one device's GPU and PIM rooflines and the operators of one pair placed on them."""
+
+    system: str
+    pair: str
+    context_len: int
+    points: tuple[tuple[int, int], ...]  # (effective batch, draft length)
+
+
+@dataclass(frozen=True)
+class ProfilingRun:
+    """One run of the profiling plan (``adsl.profiling.run``)."""
+
+    mode: str  # greedy | sample
+    d_max: int
+    max_new_tokens: int
+    min_new_tokens: int
+    temperature: float
+    teacher_forced: bool
+    prompts: Mapping[str, int | str]  # prompt-set category -> count, or "all"
+    skip: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProfilingSettings:
+    name: str  # the profile folder under data/profiles/
+    draft: str
+    target: str
+    spec_bench: str
+    dolly: str | None
+    device: str
+    dtype: str
+    threads: int
+    runs: tuple[ProfilingRun, ...]
+
+
+@dataclass(frozen=True)
+class PairDerivation:
+    """How a paper pair's acceptance model is derived: calibrated to a source (``calibrate``), or the same
+    calibration as another pair (``same_as``)."""
+
+    calibrate: str | None = None  # paper_fig04a | none
+    same_as: str | None = None
+
+
+@dataclass(frozen=True)
+class CalibrationSettings:
+    streams: int
+    positions: int
+    draft_continuation: float | str  # a number, or "fit"
+    applies_to: str  # confidence | acceptance
+    keep_spread: bool
+
+
+@dataclass(frozen=True)
+class TauSettings:
+    d_max: int
+    window: float
+    success: float
+    streams: int
+    positions: int
+
+
+@dataclass(frozen=True)
+class Fig04cSettings:
+    pair: str
+    draft_length: int
+    iterations: int
+
+
+@dataclass(frozen=True)
+class AcceptanceSettings:
+    categories: tuple[str, ...]
+    bootstrap: int
+    heldout_streams: int
+    heldout_splits: int
+    pairs: Mapping[str, PairDerivation]
+    calibration: CalibrationSettings
+    tau: TauSettings
+    fig04c: Fig04cSettings
+
+    def calibrated_to(self, source: str) -> list[str]:
+        """Pairs calibrated to ``source`` (for example the paper's Fig. 4a)."""
+        return [p for p, how in self.pairs.items() if how.calibrate == source]
+
+
+@dataclass(frozen=True)
+class SystemChoice:
+    """Which hardware system each family of simulated systems runs on, the Shared Pool's capacity and
+    each hardware system's micro-batch schedule."""
+
+    gpu_system: str
+    pim_system: str
+    motivation_system: str
+    saddle_system: str
+    pool_tokens: int
+    schedules: Mapping[str, Schedule]
+
+    def schedule(self, system: str) -> Schedule:
+        return self.schedules.get(system, Schedule())
+
+
+@dataclass(frozen=True)
+class LightLoad:
+    batch_at_most: int
+    factor: float
+
+
+@dataclass(frozen=True)
+class TimelineSpec:
+    pair: str
+    batch: int
+    systems: tuple[str, ...]
+    passes: int
+
+
+@dataclass(frozen=True)
+class AttributionStep:
+    name: str
+    simulation: Mapping[str, Any]  # overrides of the simulation settings
+    hardware: Mapping[str, Any]  # overrides of the hardware catalogue
+
+
+@dataclass(frozen=True)
+class ExperimentSpec:
+    """One configured sweep: pairs x systems x batches x draft lengths x sequence lengths."""
+
+    name: str
+    pairs: tuple[str, ...]
+    systems: tuple[str, ...]
+    batches: tuple[int, ...]
+    draft_lengths: tuple[int, ...]  # empty: the simulation's draft_length
+    seq_lens: tuple[int, ...]  # empty: the simulation's max_seq_len for the pair
+    overrides: Mapping[str, Any]
+    memory_check: str  # error | warn
+
+
+@dataclass(frozen=True)
+class SimulationSettings:
+    replicas: int
+    prompt_len: int
+    max_seq_len: int
+    max_seq_len_by_pair: Mapping[str, int]
+    draft_length: int
+    categories: tuple[str, ...]
+    batching: Batching
+    core: str  # event | rounds
+    pool_trigger: str  # complete | idle
+    draft_placement: str
+    draft_split: str
+    micro_batch_verification: bool
+    static_power: bool
+    tau_light_load: LightLoad
+    systems: SystemChoice
+    timeline: TimelineSpec
+    attribution: tuple[AttributionStep, ...]
+    experiments: Mapping[str, ExperimentSpec]
+    raw: Mapping[str, Any] = field(repr=False, compare=False, default_factory=dict)  # the validated dict
+
+    @classmethod
+    def parse(cls, sim: Mapping[str, Any]) -> SimulationSettings:
+        sys = dict(sim["systems"])
+        roles = ("gpu_system", "pim_system", "motivation_system", "saddle_system", "pool_tokens")
+        schedules = {
+            k: Schedule(micro_batches=v.get("micro_batches", 1), overlap=v.get("overlap", False))
+            for k, v in sys.items()
+            if k not in roles
+        }
+        return cls(
+            replicas=sim["replicas"],
+            prompt_len=sim["prompt_len"],
+            max_seq_len=sim["max_seq_len"],
+            max_seq_len_by_pair=_frozen(sim["max_seq_len_by_pair"]),
+            draft_length=sim["draft_length"],
+            categories=tuple(sim["categories"]),
+            batching=Batching(**sim["batching"]),
+            core=sim["core"],
+            pool_trigger=sim["pool_trigger"],
+            draft_placement=sim["draft_placement"],
+            draft_split=sim["draft_split"],
+            micro_batch_verification=sim["micro_batch_verification"],
+            static_power=sim["static_power"],
+            tau_light_load=LightLoad(**sim["tau_light_load"]),
+            systems=SystemChoice(**{k: sys[k] for k in roles}, schedules=_frozen(schedules)),
+            timeline=TimelineSpec(**{**sim["timeline"], "systems": tuple(sim["timeline"]["systems"])}),
+            attribution=tuple(
+                AttributionStep(s["name"], _frozen(s.get("simulation")), _frozen(s.get("hardware")))
+                for s in sim["attribution"]
+            ),
+            experiments=_frozen(
+                {
+                    name: ExperimentSpec(
+                        name=name,
+                        pairs=tuple(e.get("pairs") or [e["pair"]]),
+                        systems=tuple(e["systems"]),
+                        batches=tuple(e["batches"]),
+                        draft_lengths=tuple(e.get("draft_lengths") or ()),
+                        seq_lens=tuple(e.get("seq_lens") or ()),
+                        overrides=_frozen(e.get("overrides")),
+                        memory_check=e.get("memory_check", "error"),
+                    )
+                    for name, e in sim["experiments"].items()
+                }
+            ),
+            raw=_frozen(sim),
+        )
+
+    def seq_len(self, pair: str) -> int:
+        """The sequence length a pair decodes to (prompt + output)."""
+        return self.max_seq_len_by_pair.get(pair, self.max_seq_len)
+
+    def with_overrides(self, overrides: Mapping[str, Any], file: str = "config") -> SimulationSettings:
+        """These settings with ``overrides`` laid over them, checked against the schema."""
+        from adsl.config import check_simulation, merged
+
+        if not overrides:
+            return self
+        return SimulationSettings.parse(check_simulation(merged(plain(self.raw), plain(overrides)), file))
+
+    def for_experiment(self, name: str) -> SimulationSettings:
+        """The settings experiment ``name`` runs with (its ``overrides`` laid over these)."""
+        return self.with_overrides(self.experiments[name].overrides)
+
+
+def plain(value):
+    """Mappings (proxies included) and tuples back to plain dicts and lists, recursively."""
+    if isinstance(value, Mapping):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The whole validated configuration; sections a caller did not receive are ``Missing``."""
+
+    seed: int | Missing
+    catalogues: Catalogues | Missing
+    anchors_dir: str | Missing
+    extensions: tuple[str, ...] | Missing
+    roofline: RooflineSettings | Missing
+    profiling: ProfilingSettings | Missing
+    acceptance: AcceptanceSettings | Missing
+    simulation: SimulationSettings | Missing
+
+    @classmethod
+    def parse(cls, cfg: Mapping[str, Any]) -> Settings:
+        """Typed settings of a validated configuration (``adsl.config.load_config``); sections absent
+        from ``cfg`` become ``Missing``."""
+        parsers = {
+            "seed": int,
+            "catalogues": lambda c: Catalogues(**c),
+            "anchors_dir": str,
+            "extensions": tuple,
+            "roofline": _roofline,
+            "profiling": _profiling,
+            "acceptance": _acceptance,
+            "simulation": SimulationSettings.parse,
+        }
+        return cls(**{k: parsers[k](cfg[k]) if k in cfg else Missing(k) for k in SECTIONS})
+
+
+def _roofline(r: Mapping) -> RooflineSettings:
+    points = tuple((int(p["batch"]), int(p["draft_length"])) for p in r["points"])
+    return RooflineSettings(r["system"], r["pair"], r["context_len"], points)
+
+
+def _profiling(p: Mapping) -> ProfilingSettings:
+    runs = tuple(
+        ProfilingRun(**{**r, "prompts": _frozen(r["prompts"]), "skip": _frozen(r.get("skip"))}) for r in p["runs"]
+    )
+    return ProfilingSettings(**{**p, "runs": runs})
+
+
+def _acceptance(a: Mapping) -> AcceptanceSettings:
+    return AcceptanceSettings(
+        categories=tuple(a["categories"]),
+        bootstrap=a["bootstrap"],
+        heldout_streams=a["heldout_streams"],
+        heldout_splits=a["heldout_splits"],
+        pairs=_frozen({k: PairDerivation(**v) for k, v in a["pairs"].items()}),
+        calibration=CalibrationSettings(**a["calibration"]),
+        tau=TauSettings(**a["tau"]),
+        fig04c=Fig04cSettings(**a["fig04c"]),
+    )

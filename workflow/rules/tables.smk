@@ -1,0 +1,29 @@
+# One rule per registry table (adsl.figures.registry.TABLES and the configured extensions'): it runs
+# adsl.workflow.table, which calls the table's function with its named inputs, the configuration
+# sections it reads and its fixed options.
+for spec in REG.tables.values():
+
+    rule:
+        name:
+            f"table_{spec.name}"
+        input:
+            *read_files(spec.reads),
+            **spec.inputs(SETTINGS, committed),
+        output:
+            csv=spec.path,
+        log:
+            f"logs/tables/{spec.name}.log",
+        group:
+            "tables"
+        resources:
+            mem_mb=2000,
+            runtime=10,
+            cpus_per_task=1,
+        params:
+            table=spec.name,
+            settings=sections(spec.reads),
+            options=dict(spec.options),
+            basedir=BASEDIR,
+            extensions=config["extensions"],
+        script:
+            "../scripts/table.py"

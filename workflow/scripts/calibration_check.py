@@ -1,0 +1,3 @@
+from adsl.workflow import calibration_check, run
+
+run(snakemake, calibration_check)  # noqa: F821 (injected by Snakemake)

@@ -1,0 +1,3 @@
+from adsl.workflow import experiment, run
+
+run(snakemake, experiment)  # noqa: F821 (injected by Snakemake)

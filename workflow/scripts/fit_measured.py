@@ -1,0 +1,3 @@
+from adsl.workflow import fit_measured, run
+
+run(snakemake, fit_measured)  # noqa: F821 (injected by Snakemake)

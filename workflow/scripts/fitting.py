@@ -1,3 +1,0 @@
-import adsl.workflow
-
-getattr(adsl.workflow, snakemake.params.step)(snakemake)  # noqa: F821 (injected by Snakemake)
