@@ -60,31 +60,51 @@ def run(smk, function) -> None:
         print(f"done in {time.perf_counter() - t0:.1f} s")
 
 
-def _workspace(settings: dict, basedir: str):
+def _workspace(settings: dict, catalogues: list | None):
     from adsl.workspace import partial_workspace
 
-    return partial_workspace(settings, base=basedir)
+    return partial_workspace(settings, catalogues)
 
 
 # -- tables and figures (adsl.figures.registry) -----------------------------------------------------
-def table(table: str, csv: str, settings: dict, options: dict, basedir: str, extensions: list, **inputs) -> None:
-    """Registry table ``table`` from its named ``inputs``, under the configuration ``settings`` it reads."""
+def table(
+    table: str, csv: str, settings: dict, options: dict, extensions: list, catalogues: list | None = None, **inputs
+) -> None:
+    """Registry table ``table`` from its named ``inputs``, under the configuration ``settings`` (and the
+    ``catalogues``) it reads."""
     from adsl.figures.registry import registry
 
     spec = registry(extensions).tables[table]
-    write_csv(spec.function(_workspace(settings, basedir), **inputs, **options), csv)
+    write_csv(spec.function(_workspace(settings, catalogues), **inputs, **options), csv)
 
 
 def figure(
-    name: str, source: str, pdf: str, png: str, csv: str, settings: dict, basedir: str, extensions: list
+    name: str,
+    source: str,
+    pdf: str,
+    png: str,
+    csv: str,
+    settings: dict,
+    extensions: list,
+    catalogues: list | None = None,
 ) -> None:
     """Registry figure ``name`` drawn from its table ``source``: PDF, PNG and the tidy table it plotted."""
     from adsl.figures import render
     from adsl.figures.registry import registry
 
     reg = registry(extensions)
-    ws = _workspace(settings, basedir)
+    ws = _workspace(settings, catalogues)
     render(name, ws, pd.read_csv(source), pdf=pdf, png=png, csv=csv, reg=reg)
+
+
+def gallery(images: list, tables: list, copies: list) -> None:
+    """The README's figures and their tables copied to ``copies`` (docs/img/), each written atomically."""
+    import shutil
+
+    sources = {Path(p).name: p for p in [*images, *tables]}
+    for out in copies:
+        with atomic_path(out) as tmp:
+            shutil.copyfile(sources[Path(out).name], tmp)
 
 
 # -- stage 1: profiling -----------------------------------------------------------------------------
@@ -283,31 +303,24 @@ def _taus(tau: str | None) -> dict | None:
 
 
 def experiment(
-    models: list,
-    rows: str,
-    experiment: str,
-    simulation: dict,
-    seed: int,
-    catalogues: dict,
-    basedir: str,
-    tau: str | None = None,
+    models: list, catalogues: list, rows: str, experiment: str, simulation: dict, seed: int, tau: str | None = None
 ) -> None:
     """One configured experiment of the simulator (``adsl.sim.experiment``), one row per point."""
     from adsl.sim.experiment import run_experiment
 
-    ws = _workspace({"simulation": simulation, "seed": seed, "catalogues": catalogues}, basedir)
+    ws = _workspace({"simulation": simulation, "seed": seed}, catalogues)
     df = run_experiment(ws, experiment, _model_paths(models), _taus(tau))
     with atomic_path(rows) as tmp:
         df.to_parquet(tmp, index=False)
 
 
 def attribution_step(
-    models: list, tau: str, rows: str, step: str, simulation: dict, seed: int, catalogues: dict, basedir: str
+    models: list, catalogues: list, tau: str, rows: str, step: str, simulation: dict, seed: int
 ) -> None:
     """The main experiment under one step of the attribution study (``adsl.sim.attribution``)."""
     from adsl.sim.attribution import run_step
 
-    ws = _workspace({"simulation": simulation, "seed": seed, "catalogues": catalogues}, basedir)
+    ws = _workspace({"simulation": simulation, "seed": seed}, catalogues)
     df = run_step(ws, int(step), _model_paths(models), _taus(tau))
     with atomic_path(rows) as tmp:
         df.to_parquet(tmp, index=False)

@@ -79,14 +79,13 @@ def load_workspace(config: dict | str | Path, base: str | Path = ".", file: str 
     return Workspace(Settings.parse(cfg), models, hw, Path(base))
 
 
-def partial_workspace(sections: dict, base: str | Path = ".", file: str = "config") -> Workspace:
+def partial_workspace(sections: dict, catalogues: list[str] | None = None, base: str | Path = ".") -> Workspace:
     """A workspace of only the configuration ``sections`` given (what a rule passes its function): they
-    are validated and typed, every other section is ``Missing``; the catalogues are loaded when the
-    ``catalogues`` section is among them."""
-    cfg = load_config(dict(sections), file)
+    are validated and typed, every other section is ``Missing``; the model and hardware catalogues are
+    loaded from ``catalogues`` (their two files) when given."""
+    cfg = load_config(dict(sections), "params")
     settings = Settings.parse({k: cfg[k] for k in sections})
-    if "catalogues" not in sections:
+    if catalogues is None:
         return Workspace(settings, Missing("catalogues"), Missing("catalogues"), Path(base))
-    models = load_models(resolve(cfg["catalogues"]["models"], base))
-    hw = load_hardware(resolve(cfg["catalogues"]["hardware"], base))
-    return Workspace(settings, models, hw, Path(base))
+    models, hardware = catalogues
+    return Workspace(settings, load_models(models), load_hardware(hardware), Path(base))

@@ -36,8 +36,9 @@ PROFILE_FILES = profile_files(PROFILE_INPUT)
 
 
 def sections(names):
-    """The configuration sections a registry function reads: its rule's params, nothing else."""
-    return {k: config[k] for k in names}
+    """The configuration sections a registry function reads: its rule's params, nothing else (the
+    catalogues it reads are its input files instead, ``catalogue_inputs``)."""
+    return {k: config[k] for k in names if k != "catalogues"}
 
 
 def catalogue_files():
@@ -47,19 +48,10 @@ def catalogue_files():
     ]
 
 
-def anchor_files():
-    return sorted(str(p) for p in resolve(config["anchors_dir"], BASEDIR).glob("*.csv"))
-
-
-def read_files(reads):
-    """Files behind the configuration sections a function reads (catalogues, anchors): they are inputs
-    so that editing one reruns the job."""
-    out = []
-    if "catalogues" in reads:
-        out += catalogue_files()
-    if "anchors_dir" in reads:
-        out += anchor_files()
-    return out
+def catalogue_inputs(reads):
+    """The model and hardware catalogue files, as the named input ``catalogues``, for a registry function
+    that reads them."""
+    return {"catalogues": catalogue_files()} if "catalogues" in reads else {}
 
 
 def default_figures():
@@ -88,3 +80,38 @@ def default_targets():
             "results/acceptance/calibration_check.csv",
         ]
     return out
+
+
+def reference_models(wc):
+    how = ACC["pairs"][wc.pair]
+    return (
+        paths.pair_models([how["same_as"]], ACC["categories"])
+        if "same_as" in how
+        else []
+    )
+
+
+def experiment_inputs(systems, pairs):
+    """Acceptance models of the pairs, tau when a system drafts adaptively, and the catalogues."""
+    out = {"models": paths.pair_models(pairs, SIM["categories"])}
+    if adaptive(systems):
+        out["tau"] = paths.TAU
+    return out
+
+
+def simulation_params(**keep):
+    """The simulation settings an experiment reads: all but the other experiments, the attribution
+    steps and the timeline figure's (so editing one experiment reruns that experiment alone).
+    """
+    base = {
+        k: v
+        for k, v in SIM.items()
+        if k not in ("experiments", "attribution", "timeline")
+    }
+    return {**base, **keep}
+
+
+def experiment_files(wc):
+    """The input files of experiment ``wc.experiment``."""
+    exp = SETTINGS.simulation.experiments[wc.experiment]
+    return experiment_inputs(exp.systems, exp.pairs)

@@ -15,6 +15,8 @@ rule fit_measured:
         "logs/benchmarks/fit_measured/{category}.tsv"
     wildcard_constraints:
         category="|".join(ACC["categories"]),
+    conda:
+        "../envs/adsl.yaml"
     resources:
         mem_mb=4000,
         runtime=30,
@@ -38,6 +40,8 @@ rule acceptance_summary:
         "logs/acceptance_summary.log",
     benchmark:
         "logs/benchmarks/acceptance_summary.tsv"
+    conda:
+        "../envs/adsl.yaml"
     resources:
         mem_mb=4000,
         runtime=30,
@@ -48,15 +52,6 @@ rule acceptance_summary:
         heldout_splits=ACC["heldout_splits"],
     script:
         "../scripts/acceptance_summary.py"
-
-
-def reference_models(wc):
-    how = ACC["pairs"][wc.pair]
-    return (
-        paths.pair_models([how["same_as"]], ACC["categories"])
-        if "same_as" in how
-        else []
-    )
 
 
 # One job per pair: its categories share the pair-level shape parameter of the calibration.
@@ -74,6 +69,8 @@ rule calibrate_pair:
         "logs/benchmarks/calibrate_pair/{pair}.tsv"
     wildcard_constraints:
         pair="|".join(PAIRS),
+    conda:
+        "../envs/adsl.yaml"
     resources:
         mem_mb=4000,
         runtime=30,
@@ -96,6 +93,8 @@ rule tau:
         "logs/tau.log",
     benchmark:
         "logs/benchmarks/tau.tsv"
+    conda:
+        "../envs/adsl.yaml"
     resources:
         mem_mb=4000,
         runtime=20,
@@ -119,6 +118,8 @@ rule calibration_check:
         "logs/calibration_check.log",
     benchmark:
         "logs/benchmarks/calibration_check.tsv"
+    conda:
+        "../envs/adsl.yaml"
     resources:
         mem_mb=4000,
         runtime=20,

@@ -3,7 +3,9 @@
 # committed, so the rest of the workflow needs no model and no torch.
 rule profile_acceptance:
     # `run:`, not `script:`: Snakemake reruns a script rule whose output is older than its script
-    # file, and a fresh clone gives the committed profile and any script arbitrary checkout times.
+    # file ("code has changed"), and a fresh clone gives the committed profile and any script arbitrary
+    # checkout times. (So no `conda:` here: run: blocks use the Snakemake process's environment, which
+    # needs the `profile` extra: workflow/envs/profile.yaml.)
     output:
         tables=profile_files(PROFILE),
     log:
@@ -41,6 +43,8 @@ rule offline_models:
         done="results/profiling/offline_models.done",
     log:
         "logs/offline_models.log",
+    conda:
+        "../envs/adsl.yaml"
     resources:
         mem_mb=4000,
         runtime=30,

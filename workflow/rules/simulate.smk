@@ -1,36 +1,8 @@
 # Stage 3: the simulator's experiments (adsl.sim.experiment) and the attribution study.
-def experiment_inputs(systems, pairs):
-    """Acceptance models of the pairs, tau when a system drafts adaptively, and the catalogues."""
-    out = {"models": paths.pair_models(pairs, SIM["categories"])}
-    if adaptive(systems):
-        out["tau"] = paths.TAU
-    return out
-
-
-def simulation_params(**keep):
-    """The simulation settings an experiment reads: all but the other experiments, the attribution
-    steps and the timeline figure's (so editing one experiment reruns that experiment alone).
-    """
-    base = {
-        k: v
-        for k, v in SIM.items()
-        if k not in ("experiments", "attribution", "timeline")
-    }
-    return {**base, **keep}
-
-
-def _experiment(wc):
-    return SETTINGS.simulation.experiments[wc.experiment]
-
-
 rule experiment:
     input:
-        catalogue_files(),
-        unpack(
-            lambda wc: experiment_inputs(
-                _experiment(wc).systems, _experiment(wc).pairs
-            )
-        ),
+        unpack(experiment_files),
+        catalogues=catalogue_files(),
     output:
         rows=paths.experiment("{experiment}"),
     log:
@@ -39,6 +11,8 @@ rule experiment:
         "logs/benchmarks/experiment/{experiment}.tsv"
     wildcard_constraints:
         experiment="|".join(SIM["experiments"]) or "none",
+    conda:
+        "../envs/adsl.yaml"
     resources:
         mem_mb=8000,
         runtime=60,
@@ -48,8 +22,6 @@ rule experiment:
             experiments={wc.experiment: SIM["experiments"][wc.experiment]}
         ),
         seed=config["seed"],
-        catalogues=config["catalogues"],
-        basedir=BASEDIR,
     script:
         "../scripts/experiment.py"
 
@@ -59,8 +31,8 @@ MAIN = SETTINGS.simulation.experiments.get("main")
 
 rule attribution_step:
     input:
-        catalogue_files(),
         **(experiment_inputs(MAIN.systems, MAIN.pairs) if MAIN else {}),
+        catalogues=catalogue_files(),
     output:
         rows=paths.attribution_step("{step}"),
     log:
@@ -69,6 +41,8 @@ rule attribution_step:
         "logs/benchmarks/attribution/step{step}.tsv"
     wildcard_constraints:
         step=r"\d+",
+    conda:
+        "../envs/adsl.yaml"
     resources:
         mem_mb=8000,
         runtime=60,
@@ -79,7 +53,5 @@ rule attribution_step:
             attribution=SIM["attribution"][: int(wc.step) + 1],
         ),
         seed=config["seed"],
-        catalogues=config["catalogues"],
-        basedir=BASEDIR,
     script:
         "../scripts/attribution_step.py"

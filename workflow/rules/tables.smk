@@ -7,7 +7,7 @@ for spec in REG.tables.values():
         name:
             f"table_{spec.name}"
         input:
-            *read_files(spec.reads),
+            **catalogue_inputs(spec.reads),
             **spec.inputs(SETTINGS, committed),
         output:
             csv=spec.path,
@@ -15,6 +15,8 @@ for spec in REG.tables.values():
             f"logs/tables/{spec.name}.log",
         group:
             "tables"
+        conda:
+            "../envs/adsl.yaml"
         resources:
             mem_mb=2000,
             runtime=10,
@@ -23,7 +25,6 @@ for spec in REG.tables.values():
             table=spec.name,
             settings=sections(spec.reads),
             options=dict(spec.options),
-            basedir=BASEDIR,
             extensions=config["extensions"],
         script:
             "../scripts/table.py"

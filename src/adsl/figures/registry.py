@@ -95,6 +95,7 @@ class FigureSpec:
     plot: Callable  # (workspace, table DataFrame) -> (matplotlib figure, tidy DataFrame plotted)
     reads: tuple[str, ...] = ()  # configuration sections the plotting function reads
     caption: str = ""  # the report's caption (default: the plotting function's docstring)
+    gallery: bool = False  # shown in the README (docs/img/, `snakemake gallery`)
 
     @property
     def text(self) -> str:
@@ -107,6 +108,10 @@ def _experiment(name: str) -> Inputs:
 
 def _measured(s: Settings) -> list[str]:
     return [paths.measured_model(c) for c in s.acceptance.categories]
+
+
+def _anchors(s: Settings, committed) -> list[str]:
+    return sorted(str(p) for p in Path(committed(s.anchors_dir)).glob("*.csv"))
 
 
 def _profile(s: Settings, committed) -> list[str]:
@@ -126,8 +131,8 @@ TABLES = [
         anchors_table,
         "results/costmodel/validation.csv",
         "acceptance",
-        lambda s, committed: {"measured": _measured(s)},
-        reads=("catalogues", "anchors_dir"),
+        lambda s, committed: {"anchors": _anchors(s, committed), "measured": _measured(s)},
+        reads=("catalogues",),
     ),
     TableSpec(
         "acceptance_vs_length",
@@ -245,17 +250,17 @@ TABLES = [
 FIGURES = [
     FigureSpec("fig03a_sd_vs_ad_batch", "fig03a", fig03a_sd_vs_ad_batch),
     FigureSpec("fig03b_sd_vs_ad_draft_length", "fig03b", fig03b_sd_vs_ad_draft_length),
-    FigureSpec("fig04a_acceptance_rate", "acceptance_vs_length", fig04a_acceptance_rate),
+    FigureSpec("fig04a_acceptance_rate", "acceptance_vs_length", fig04a_acceptance_rate, gallery=True),
     FigureSpec("fig04b_accepted_per_iteration", "accepted_per_iteration", fig04b_accepted_per_iteration),
     FigureSpec(
         "fig04c_accepted_per_iteration_llama", "accepted_per_iteration_model", fig04c_accepted_per_iteration_llama
     ),
     FigureSpec("fit_diagnostics", "fit_diagnostics", fit_diagnostics),
-    FigureSpec("fig06_roofline", "roofline_points", fig06_roofline, reads=("roofline", "catalogues")),
+    FigureSpec("fig06_roofline", "roofline_points", fig06_roofline, reads=("roofline", "catalogues"), gallery=True),
     FigureSpec("validation_gpu", "validation", validation_gpu),
-    FigureSpec("fig12_throughput", "fig12", fig12_throughput, reads=("catalogues",)),
+    FigureSpec("fig12_throughput", "fig12", fig12_throughput, reads=("catalogues",), gallery=True),
     FigureSpec("fig13_energy", "fig13", fig13_energy, reads=("catalogues",)),
-    FigureSpec("fig14_ablation", "fig14", fig14_ablation),
+    FigureSpec("fig14_ablation", "fig14", fig14_ablation, gallery=True),
     FigureSpec("fig15a_seqlen", "fig15a", fig15a_seqlen),
     FigureSpec("fig15b_small_batch", "fig15b", fig15b_small_batch),
     FigureSpec("fig16_latency_breakdown", "fig16", fig16_latency_breakdown),
@@ -263,9 +268,9 @@ FIGURES = [
     FigureSpec("fig18_utilization", "fig18", fig18_utilization),
     FigureSpec("fig19_scheduler", "fig19", fig19_scheduler),
     FigureSpec("area", "area", area),
-    FigureSpec("paper_comparison", "paper_comparison", fig_paper_comparison),
+    FigureSpec("paper_comparison", "paper_comparison", fig_paper_comparison, gallery=True),
     FigureSpec("batching_static_vs_continuous", "batching", batching_static_vs_continuous, reads=("catalogues",)),
-    FigureSpec("timeline", "timeline", timeline, reads=("simulation",)),
+    FigureSpec("timeline", "timeline", timeline, reads=("simulation",), gallery=True),
     FigureSpec("fidelity_attribution", "fidelity_attribution", fidelity_attribution),
 ]
 
@@ -279,6 +284,11 @@ class Registry:
 
     def table_of(self, figure: str) -> TableSpec:
         return self.tables[self.figures[figure].table]
+
+    @property
+    def gallery(self) -> list[str]:
+        """Figures shown in the README, sorted."""
+        return sorted(n for n, f in self.figures.items() if f.gallery)
 
     def figure_names(self, profile: bool = True) -> list[str]:
         """Figure names, sorted; without the ``profile``, only those whose table needs none."""

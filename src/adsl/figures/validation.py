@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import matplotlib.pyplot as plt
 import matplotlib.ticker as mticker
 import numpy as np
@@ -13,10 +15,12 @@ from adsl.perf.anchors import validation_table
 from adsl.workspace import Workspace
 
 
-def anchors_table(ws: Workspace, measured: list[str] | None = None) -> pd.DataFrame:
-    """Every public anchor; with the ``measured`` acceptance models also the speculative path."""
+def anchors_table(ws: Workspace, anchors: list[str] | None = None, measured: list[str] | None = None) -> pd.DataFrame:
+    """Every public anchor (the CSV files ``anchors``; default: the configured folder's); with the
+    ``measured`` acceptance models also the speculative path."""
     acceptance = [read_model(p) for p in measured] if measured else None
-    return validation_table(ws.path(ws.settings.anchors_dir), ws.models, ws.hardware, acceptance)
+    folder = Path(anchors[0]).parent if anchors else ws.path(ws.settings.anchors_dir)
+    return validation_table(folder, ws.models, ws.hardware, acceptance)
 
 
 def validation_gpu(ws: Workspace, df: pd.DataFrame):

@@ -17,15 +17,18 @@ class FitError(AdslError, ValueError):
 
 
 def need(n: int, minimum: int, what: str) -> None:
+    """Raise FitError when the fit of ``what`` has fewer than ``minimum`` samples."""
     if n < minimum:
         raise FitError(f"{what}: {n} samples, the fit needs at least {minimum}")
 
 
 def clip01(x) -> np.ndarray:
+    """``x`` as floats kept EPS inside (0, 1), so logits and log-densities stay finite."""
     return np.clip(np.asarray(x, dtype=float), EPS, 1 - EPS)
 
 
 def aic(loglik: float, k: int) -> float:
+    """Akaike information criterion of a fit with log-likelihood ``loglik`` and ``k`` parameters."""
     return 2 * k - 2 * loglik
 
 
@@ -85,6 +88,7 @@ CONFIDENCE_MODELS = {
 
 
 def confidence_cdf(model: str, params: dict, x) -> np.ndarray:
+    """CDF at ``x`` of a fitted confidence model (beta, logit-normal or beta mixture)."""
     x = clip01(x)
     if model == "beta":
         return stats.beta.cdf(x, params["a"], params["b"])
@@ -202,6 +206,7 @@ def fit_dependence(sequences: list[np.ndarray]) -> dict:
 
 # ---------------------------------------------------------------- accepted length at fixed d
 def truncated_geometric_pmf(alpha: float, d: int) -> np.ndarray:
+    """P(accepted = k), k = 0..d, when each draft token is accepted independently with probability ``alpha``."""
     k = np.arange(d + 1)
     pmf = (1 - alpha) * alpha**k
     pmf[d] = alpha**d
@@ -209,6 +214,7 @@ def truncated_geometric_pmf(alpha: float, d: int) -> np.ndarray:
 
 
 def beta_geometric_pmf(a: float, b: float, d: int) -> np.ndarray:
+    """P(accepted = k), k = 0..d, when each step's acceptance probability is drawn from Beta(a, b)."""
     k = np.arange(d + 1)
     lb = special.betaln(a, b)
     pmf = np.exp(special.betaln(a + k, b + 1) - lb)

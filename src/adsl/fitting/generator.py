@@ -226,6 +226,7 @@ def replay_lengths(acc: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray
 
 
 def fixed_lengths(shape, d: int) -> np.ndarray:
+    """Draft length ``d`` at every position: the fixed-length policy as a lengths array for ``replay_lengths``."""
     return np.full(shape, d, dtype=np.int64)
 
 
@@ -274,5 +275,6 @@ def running_product_lengths(conf: np.ndarray, tau: float, d_max: int, boost: flo
 
 
 def acceptance_rate(acc: np.ndarray, d: int) -> float:
+    """Accepted / drafted tokens of fixed-``d`` speculative decoding replayed over the streams ``acc``."""
     r = replay_lengths(acc, fixed_lengths(acc.shape, d))
     return float(r["accepted"][r["valid"]].sum() / r["drafted"][r["valid"]].sum())

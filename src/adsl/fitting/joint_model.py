@@ -19,6 +19,7 @@ GH_NODES = 32
 
 
 def pad(sequences: list[np.ndarray], fill=0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Ragged sequences as one (n, longest) array padded with ``fill``, and the mask of the real entries."""
     n = max(len(s) for s in sequences)
     out = np.full((len(sequences), n), fill, dtype=float)
     mask = np.zeros((len(sequences), n), dtype=bool)

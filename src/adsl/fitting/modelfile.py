@@ -13,16 +13,20 @@ REQUIRED = ("format", "pair", "category", "confidence", "joint")
 
 
 class ModelFileError(AdslError, ValueError):
+    """Raised for an acceptance-model file that is missing, not JSON, of another format or with bad joint values."""
+
     pass
 
 
 def write_model(model: dict, path: str | Path) -> None:
+    """Write ``model``, stamped with the current format, as JSON atomically."""
     model = {"format": MODEL_FORMAT, **model}
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(model, indent=1, sort_keys=True, default=float) + "\n")
 
 
 def read_model(path: str | Path) -> dict:
+    """An acceptance model from its JSON file, with its format and joint parameters checked."""
     path = Path(path)
     if not path.is_file():
         raise ModelFileError(f"{path}: acceptance model not found")

@@ -88,6 +88,7 @@ def rates_for_shift(
     continuation: float = 0.0,
     applies_to: str = "acceptance",
 ) -> np.ndarray:
+    """Acceptance rate at each of ``lengths`` on streams drawn with ``shift`` (seeded: common random numbers)."""
     rng = np.random.default_rng(seed)
     _, acc = draw_streams(model, n, t, rng, shift=shift, continuation=continuation, applies_to=applies_to)
     return np.array([acceptance_rate(acc, d) for d in lengths])

@@ -52,10 +52,12 @@ def conditional_confidence(conf: list[np.ndarray], match: list[np.ndarray]) -> d
 
 
 def accepted_at(match: list[np.ndarray], d: int) -> np.ndarray:
+    """Accepted tokens of every verification step of the match sequences replayed at fixed draft length d."""
     return np.concatenate([replay(m, np.full(len(m), d)).accepted.to_numpy() for m in match])
 
 
 def fit_category(profile: Profile, category: str, pair: str, bootstrap: int = 100, seed: int = 0) -> dict:
+    """A category's acceptance model: every fitted piece, the model selections and the calibration check."""
     conf, match = greedy_sequences(profile, category)
     dist.need(len(match), 3, f"category {category!r} (greedy requests)")
     c_all, m_all = np.concatenate(conf), np.concatenate(match)
@@ -253,4 +255,5 @@ def _set_histograms(acc: np.ndarray, per_set: int, d: int) -> np.ndarray:
 
 
 def selection_table(models: list[dict]) -> pd.DataFrame:
+    """The model-selection table of several acceptance models (``selection_rows`` of each)."""
     return pd.DataFrame([r for m in models for r in selection_rows(m)])

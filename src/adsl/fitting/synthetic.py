@@ -12,6 +12,7 @@ from adsl.profiling.traces import Profile
 
 
 def synthetic_profile(models: dict[str, dict], n_requests: int, t: int, d: int = 8, seed: int = 0) -> Profile:
+    """A profile of ``n_requests`` greedy requests per category, drawn from ``models`` and replayed at fixed d."""
     rng = np.random.default_rng(seed)
     req, steps, drafts, positions = [], [], [], []
     rid = 0

@@ -31,6 +31,7 @@ def running_products(conf: np.ndarray, acc: np.ndarray, d_max: int, boost: float
 
 
 def success_curve(h: np.ndarray, passed: np.ndarray, bins: int = 20) -> dict:
+    """Verification success rate of drafted positions in ``bins`` equal-width bins of their running product H."""
     edges = np.linspace(0, 1, bins + 1)
     idx = np.clip(np.searchsorted(edges, h, side="right") - 1, 0, bins - 1)
     cnt = np.bincount(idx, minlength=bins)
@@ -44,6 +45,7 @@ def success_curve(h: np.ndarray, passed: np.ndarray, bins: int = 20) -> dict:
 
 
 def mean_draft(conf: np.ndarray, tau: float, d_max: int, boost: float = 0.0) -> float:
+    """Mean draft length of the running-product rule at ``tau`` over every start position of the streams."""
     return float(running_product_lengths(conf, tau, d_max, boost).mean())
 
 
@@ -76,6 +78,7 @@ def calibrate_tau(
     grid: int = 21,
     boost: float = 0.0,
 ) -> dict:
+    """Tau by the module's offline procedure; ``feasible`` False (tau 1) when no H window reaches ``target``."""
     h, passed = running_products(conf, acc, d_max, boost)
     curve = success_curve(h, passed)
     best = None

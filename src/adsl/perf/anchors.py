@@ -40,6 +40,7 @@ def decode_speed(anchor: str, runtime: str, anchors: pd.DataFrame, models: Model
 
 
 def attacc_gpu(anchors: pd.DataFrame, models: ModelCatalogue, hw: HardwareCatalogue) -> list[dict]:
+    """AttAcc's GPU per-token latency and its FC / all-reduce / attention / act+norm parts (ms) vs the cost model."""
     runtime = hw.runtimes["attacc"]
     out = []
     for r in anchors.itertuples():
@@ -62,6 +63,7 @@ def attacc_gpu(anchors: pd.DataFrame, models: ModelCatalogue, hw: HardwareCatalo
 
 
 def vidur(anchors: pd.DataFrame, models: ModelCatalogue, hw: HardwareCatalogue) -> list[dict]:
+    """Vidur's measured time of one decoder layer's linear layers for a batch of tokens (ms) vs the cost model."""
     out = []
     for r in anchors.itertuples():
         system = gpu_only_system(hw.gpus[r.gpu], int(r.tp), hw.runtimes["attacc"])
@@ -74,6 +76,7 @@ def vidur(anchors: pd.DataFrame, models: ModelCatalogue, hw: HardwareCatalogue) 
 
 
 def llmcompass(anchors: pd.DataFrame, hw: HardwareCatalogue) -> list[dict]:
+    """LLMCompass GEMM throughputs (TFLOP/s) at each M against the GPU roofline."""
     out = []
     for r in anchors.itertuples():
         op = gemm("gemm", np.asarray(float(r.m)), float(r.n), float(r.k), 2.0)
@@ -91,6 +94,7 @@ def pim_effective_bandwidth(hw: HardwareCatalogue, pim_name: str = "HBM3-PIM", k
 
 
 def pim_attention(anchors: pd.DataFrame, hw: HardwareCatalogue) -> list[dict]:
+    """AttAcc's published PIM ranges (bandwidth per stack, fixed cost per call), compared at their geometric mid."""
     out = []
     for r in anchors.itertuples():
         pim = hw.pims[r.pim]

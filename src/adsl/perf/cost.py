@@ -92,6 +92,7 @@ def default_mapping(system: SystemSpec) -> dict[str, str]:
 
 
 def check_mapping(system: SystemSpec, mapping: dict[str, str]) -> None:
+    """Raise ValueError unless fc / attention go to devices the system has (FC on PIM only with weights in PIM)."""
     for family, device in mapping.items():
         if family not in ("fc", "attention") or device not in DEVICES:
             raise ValueError(f"mapping {family!r} -> {device!r}: families fc/attention, devices {DEVICES}")
@@ -128,6 +129,7 @@ class PassCost:
 
 
 def op_cost(op: Op, system: SystemSpec, device: str):
+    """(time_s, energy_j) of ``op`` on ``device``; energy summed over the tensor-parallel GPUs."""
     tp = system.tensor_parallel
     if op.cls == "allreduce":
         return allreduce_cost(op, system.gpu, system.runtime, tp)

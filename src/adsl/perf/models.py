@@ -80,6 +80,7 @@ class ModelCatalogue:
 
 
 def load_models(path: str | Path) -> ModelCatalogue:
+    """The model catalogue of a YAML file, checked: kv_heads divide heads, pairs name known models."""
     raw = validate(read_yaml(path), catalogue_schema("models_file"), str(path), fill_defaults=False)
     models = {}
     for name, m in raw["models"].items():

@@ -36,6 +36,7 @@ def throughput_limit(model: ModelSpec, systems: list[SystemSpec], batch, tokens_
 
 
 def attainable(peak: float, bw: float, intensity) -> np.ndarray:
+    """Roofline: FLOP/s attainable at ``intensity`` (FLOP/byte) under ``peak`` FLOP/s and ``bw`` B/s."""
     return np.minimum(peak, np.asarray(intensity) * bw)
 
 

@@ -24,6 +24,7 @@ def mean_context(row) -> float:
 
 
 def design_row(models: ModelCatalogue, hw: HardwareCatalogue, row) -> tuple[float, np.ndarray]:
+    """(roofline time without overheads, [kernels, all-reduces, all-reduce steps]) of one anchor's decode step."""
     model = models.model(row.model)
     system = gpu_only_system(hw.gpus[row.gpu], int(row.tp), ZERO_RUNTIME)
     ops = decoder_ops(model, row.batch, 1, mean_context(row), system.tensor_parallel)
@@ -34,6 +35,7 @@ def design_row(models: ModelCatalogue, hw: HardwareCatalogue, row) -> tuple[floa
 
 
 def fit_runtime(anchors: pd.DataFrame, models: ModelCatalogue, hw: HardwareCatalogue, name: str) -> RuntimeSpec:
+    """Runtime overheads (per kernel, all-reduce base and step) fitted to the ``fit`` rows by relative NNLS."""
     rows = anchors[anchors["use"] == "fit"]
     if len(rows) < 3:
         raise ValueError(f"fitting 3 runtime constants needs >= 3 'fit' rows, got {len(rows)}")

@@ -25,6 +25,8 @@ DOLLY_CATEGORIES = ("summarization", "open_qa", "creative_writing")
 
 
 class DatasetError(AdslError, FileNotFoundError):
+    """Raised when a prompt set is missing or unreadable, or a selection asks for prompts it does not have."""
+
     pass
 
 
@@ -44,6 +46,7 @@ def _read_jsonl(path: Path, what: str) -> list[dict]:
 
 
 def spec_bench(path: str | Path) -> pd.DataFrame:
+    """Spec-Bench prompts from its question.jsonl, with the paper category each one stands for."""
     rows = _read_jsonl(Path(path), "Spec-Bench question.jsonl")
     df = pd.DataFrame(
         {

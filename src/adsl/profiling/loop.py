@@ -52,6 +52,7 @@ def _forward_kwarg(model) -> str:
 
 
 def new_cache(model):
+    """An empty KV cache for ``model`` (transformers versions differ on whether it takes the config)."""
     from transformers import DynamicCache
 
     try:

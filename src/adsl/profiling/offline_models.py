@@ -55,6 +55,8 @@ OFFLINE_GGUF = {
 
 
 class OfflineModelError(AdslError, RuntimeError):
+    """Raised for an unknown offline model, missing part packages, or an assembled file of wrong size or sha256."""
+
     pass
 
 
@@ -64,10 +66,12 @@ def cache_root() -> Path:
 
 
 def cache_dir() -> Path:
+    """Folder the assembled GGUF files are cached in."""
     return cache_root() / "gguf"
 
 
 def part_files(spec: SplitGGUF) -> list[Path]:
+    """The installed part*.bin file of each of ``spec``'s part packages, in part order."""
     paths = []
     for dist in spec.distributions():
         try:
@@ -108,6 +112,7 @@ def assemble(name: str, folder: str | Path | None = None) -> Path:
 
 
 def sha256(path: Path) -> str:
+    """Hex sha256 digest of a file, read in 16 MiB chunks."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         while chunk := fh.read(1 << 24):

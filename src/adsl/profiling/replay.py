@@ -22,6 +22,7 @@ def match_runs(match: np.ndarray) -> np.ndarray:
 
 
 def fixed_length_lengths(n: int, d: int) -> np.ndarray:
+    """Draft length ``d`` from each of ``n`` start positions (the fixed-length stopping rule)."""
     return np.full(n, d, dtype=np.int64)
 
 

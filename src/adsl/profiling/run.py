@@ -54,6 +54,7 @@ def encode(tokenizer, turns: list[str]) -> list[int]:
 
 
 def profile_request(row, draft, target, tokenizer, seed: int, names: tuple[str, str]) -> dict[str, pd.DataFrame]:
+    """One plan row profiled: speculative generation (and teacher-forced records if asked) as trace tables."""
     import torch
 
     from adsl.profiling.loop import speculative_generate, teacher_forced
@@ -112,6 +113,7 @@ def profile_request(row, draft, target, tokenizer, seed: int, names: tuple[str, 
 
 
 def combine(parts: list[dict[str, pd.DataFrame]]) -> dict[str, pd.DataFrame]:
+    """Per-request tables concatenated into one profile's tables, sorted by request, step and position."""
     tables = {}
     for name in TABLES:
         frames = [p[name] for p in parts if len(p[name])]
@@ -185,6 +187,7 @@ def _mismatch(got, row) -> str | None:
 
 
 def load_checkpoint(ckpt: Path, row) -> dict[str, pd.DataFrame]:
+    """A request's checkpointed tables; TraceError when the checkpoint was made for another plan row."""
     path = ckpt / f"{row.request_id}.pkl"
     part = pickle.loads(path.read_bytes())
     got = part["requests"].iloc[0]

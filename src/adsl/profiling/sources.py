@@ -12,6 +12,8 @@ DTYPES = ("float32", "float16", "bfloat16", "float64")
 
 
 class PairError(AdslError, ValueError):
+    """Raised when a draft and a target cannot be paired: their tokenizers differ."""
+
     pass
 
 
@@ -47,6 +49,7 @@ def load_model(source: str, device: str = "cpu", dtype: str = "float32", offline
 
 
 def check_same_tokenizer(draft_tok, target_tok, draft_name: str, target_name: str) -> None:
+    """Raise PairError unless draft and target share one vocabulary (verification compares token ids)."""
     if draft_tok.get_vocab() != target_tok.get_vocab():
         raise PairError(
             f"draft {draft_name!r} and target {target_name!r} have different tokenizers; "

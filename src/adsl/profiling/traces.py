@@ -103,10 +103,12 @@ class Profile:
 
 
 def empty_tables() -> dict[str, pd.DataFrame]:
+    """Every trace table with its schema's columns and no rows."""
     return {name: schema.empty_table().to_pandas() for name, schema in SCHEMAS.items()}
 
 
 def write_table(df: pd.DataFrame, path: str | Path, name: str) -> None:
+    """Write one table as Parquet, atomically, with its schema and the format version in the metadata."""
     schema = SCHEMAS[name].with_metadata({"adsl_trace_format": FORMAT_VERSION, "adsl_table": name})
     table = pa.Table.from_pandas(df[list(schema.names)], schema=schema, preserve_index=False)
     with atomic_path(path) as tmp:
@@ -114,6 +116,7 @@ def write_table(df: pd.DataFrame, path: str | Path, name: str) -> None:
 
 
 def write_profile(tables: dict[str, pd.DataFrame], folder: str | Path) -> None:
+    """Validate every table of a profile and write it to ``folder`` as ``<table>.parquet``."""
     folder = Path(folder)
     for name in TABLES:
         validate_table(tables[name], name, str(folder / f"{name}.parquet"))
@@ -126,6 +129,7 @@ def _fail(file, column, row, message):
 
 
 def validate_table(df: pd.DataFrame, name: str, file: str) -> None:
+    """Raise TraceError at the first missing column, non-finite number, probability outside [0, 1] or bad row."""
     schema = SCHEMAS[name]
     missing = [c for c in schema.names if c not in df.columns]
     if missing:
@@ -207,6 +211,7 @@ def _check_consistency(tables: dict[str, pd.DataFrame], folder: Path) -> None:
 
 
 def versions_json(**extra) -> str:
+    """JSON of the installed adsl, torch, transformers and numpy versions, plus ``extra`` entries."""
     import importlib.metadata as md
 
     out = {}

@@ -35,6 +35,8 @@ PREFILL_MAPPING = {"fc": "gpu", "attention": "gpu"}
 
 
 class SimError(AdslError, ValueError):
+    """Raised for an unusable setup or run: unknown policy or decoding, wrongly shaped arrays, too little memory."""
+
     pass
 
 
@@ -85,6 +87,7 @@ def memory_need(setup: Setup, pair: Pair, batch: int, max_seq_len: int) -> tuple
 
 
 def check_memory(setup: Setup, pair: Pair, batch: int, max_seq_len: int) -> None:
+    """Raise SimError when weights + full-length KV caches of ``batch`` requests exceed the system's memory."""
     need, have = memory_need(setup, pair, batch, max_seq_len)
     if need > have:
         raise SimError(
@@ -138,6 +141,7 @@ def verify_cost(tables: dict[int, CostTable], n, ctx, q):
 
 
 def needed_qs(q) -> list[int]:
+    """Integer q values ``verify_cost`` needs tables for at ``q``: each floor, and its ceil when fractional."""
     q = np.asarray(q, dtype=float)
     lo = np.floor(q).astype(np.int64)
     return sorted(set(lo.ravel().tolist()) | set((lo[q > lo] + 1).ravel().tolist()))

@@ -13,6 +13,7 @@ from adsl.sim.timing import Schedule, batch_pass
 
 
 def candidate_mappings(system: SystemSpec) -> list[tuple[dict, dict]]:
+    """Every valid (draft mapping, target mapping) of FC and attention over the system's devices."""
     out = []
     devices = ("gpu", "pim") if system.pim else ("gpu",)
     for dfc, dat, tfc, tat in itertools.product(devices, repeat=4):
@@ -27,6 +28,7 @@ def candidate_mappings(system: SystemSpec) -> list[tuple[dict, dict]]:
 
 
 def iteration_time(pair: Pair, system: SystemSpec, draft_map, target_map, batch, d, ctx, schedule: Schedule):
+    """Seconds of one speculative iteration: ``d`` draft passes, then one target pass over d + 1 tokens."""
     draft = sum(float(batch_pass(pair.draft, system, batch, 1, ctx + j, draft_map, schedule).time_s) for j in range(d))
     verify = float(batch_pass(pair.target, system, batch, d + 1, ctx, target_map, schedule).time_s)
     return draft + verify

@@ -61,10 +61,12 @@ def _gpu(ctx: Context, name: str, decoding: str) -> Setup:
 
 
 def gpu_ad(ctx: Context) -> Setup:
+    """GPU-AD: autoregressive decoding on the GPU system (``systems.gpu_system``)."""
     return _gpu(ctx, "GPU-AD", "ad")
 
 
 def gpu_sd(ctx: Context) -> Setup:
+    """GPU-SD: speculative decoding with the fixed draft length on the GPU system."""
     return _gpu(ctx, "GPU-SD", "sd")
 
 
@@ -94,12 +96,14 @@ def pim_sd(ctx: Context) -> Setup:
 
 
 def motivation_ad(ctx: Context) -> Setup:
+    """AD of the motivation study: autoregressive, attention in the PIM stacks, FC on the GPUs."""
     system = ctx.hardware.system(ctx.systems.motivation_system)
     m = {"fc": "gpu", "attention": "pim"}
     return Setup("AD", system, "ad", 0, m, m, _schedule(ctx, ctx.systems.motivation_system))
 
 
 def motivation_sd(ctx: Context) -> Setup:
+    """SD of the motivation study: SpecPIM-style static mapping on the motivation system."""
     return _static_sd(ctx, "SD", ctx.systems.motivation_system)
 
 

@@ -15,7 +15,7 @@ import pytest
 from adsl import workflow
 from adsl.figures.registry import registry
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--cores", "2"]
 PROFILE = "data/profiles/qwen2.5-coder-0.5b-1.5b"
 

@@ -1,0 +1,3 @@
+from adsl.workflow import gallery, run
+
+run(snakemake, gallery)  # noqa: F821 (injected by Snakemake)
