@@ -21,6 +21,7 @@ class Workspace:
     models: ModelCatalogue | Missing
     hardware: HardwareCatalogue | Missing
     base: Path
+    catalogue_files: tuple[str, str] | None = None  # (models, hardware) the catalogues were read from
 
     def path(self, p: str | Path) -> Path:
         return resolve(p, self.base)
@@ -33,8 +34,10 @@ class Workspace:
             settings = dataclasses.replace(settings, simulation=settings.simulation.with_overrides(simulation))
         hw = self.hardware
         if hardware:
-            hw = load_hardware(resolve(settings.catalogues.hardware, self.base), hardware)
-        return Workspace(settings, self.models, hw, self.base)
+            if self.catalogue_files is None:
+                raise ValueError("hardware overrides need the workspace's catalogue files")
+            hw = load_hardware(self.catalogue_files[1], hardware)
+        return Workspace(settings, self.models, hw, self.base, self.catalogue_files)
 
 
 def _check_refs(cfg: dict, file: str, models: ModelCatalogue, hw: HardwareCatalogue) -> None:
@@ -73,10 +76,10 @@ def load_workspace(config: dict | str | Path, base: str | Path = ".", file: str 
     if not isinstance(config, dict):
         file = str(config)
     cfg = load_config(config, file)
-    models = load_models(resolve(cfg["catalogues"]["models"], base))
-    hw = load_hardware(resolve(cfg["catalogues"]["hardware"], base))
+    files = (str(resolve(cfg["catalogues"]["models"], base)), str(resolve(cfg["catalogues"]["hardware"], base)))
+    models, hw = load_models(files[0]), load_hardware(files[1])
     _check_refs(cfg, file, models, hw)
-    return Workspace(Settings.parse(cfg), models, hw, Path(base))
+    return Workspace(Settings.parse(cfg), models, hw, Path(base), files)
 
 
 def partial_workspace(sections: dict, catalogues: list[str] | None = None, base: str | Path = ".") -> Workspace:
@@ -88,4 +91,4 @@ def partial_workspace(sections: dict, catalogues: list[str] | None = None, base:
     if catalogues is None:
         return Workspace(settings, Missing("catalogues"), Missing("catalogues"), Path(base))
     models, hardware = catalogues
-    return Workspace(settings, load_models(models), load_hardware(hardware), Path(base))
+    return Workspace(settings, load_models(models), load_hardware(hardware), Path(base), (models, hardware))

@@ -119,6 +119,7 @@ simulation:
   attribution:
     - {name: previous release, simulation: {core: rounds, batching: {mode: static}}}
     - {name: today, simulation: {core: event, batching: {mode: continuous}}}
+    - {name: + PE registers, hardware: {pim_stacks: {HBM3-PIM: {queries_per_pass: 8}}}}
 """
 
 
