@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from adsl.fitting.distributions import fit_confidence
+from adsl.fitting.entropy import fit_entropy
 from adsl.sim.experiment import Point, request_streams, run_point
 from adsl.sim.reference import simulate_one
 from adsl.sim.systems import Context, build
@@ -31,7 +32,10 @@ ROOT = Path(__file__).resolve().parents[1]
 def synthetic_models(categories):
     rng = np.random.default_rng(0)
     conf = fit_confidence(np.concatenate([rng.beta(8, 1, 3000), rng.beta(2, 2, 1000)]))
-    return {c: {"confidence": conf, "joint": {"a": -0.3, "b": 0.9, "s": 0.6, "g": 0.5}} for c in categories}
+    c = np.linspace(0.01, 0.99, 2000)
+    entropy = fit_entropy(c, 3.0 * (1 - c) ** 1.5)  # the policy zoo's entropy rule needs an entropy term
+    joint = {"a": -0.3, "b": 0.9, "s": 0.6, "g": 0.5}
+    return {k: {"confidence": conf, "joint": joint, "entropy": entropy, "match_rate": 0.6} for k in categories}
 
 
 def main() -> None:
@@ -72,6 +76,21 @@ def main() -> None:
         + ", ".join(f"{s} max {t:.2f} s" for s, t in events.items())
         + f" (goal < 0.5 s: {'met' if max(events.values()) < 0.5 else 'MISSED'})"
     )
+
+    # the policy zoo (figure policies): every policy on both system styles at batch 16 and 128, OPT-66B
+    zoo = sim.experiments["policies"].policies
+    times = {}
+    for system in ("GPU-SD", "SADDLE"):
+        for b in (16, 128):
+            for policy in zoo:
+                t1 = time.perf_counter()
+                run_point(ws, sim, Point("OPT-66B", system, b, 8, 1024, "warn", policy), models, taus)
+                times[(system, b, policy)] = time.perf_counter() - t1
+    print("policy sweep, time per configuration point (s), GPU-SD / SADDLE at batch 16 | 128:")
+    for policy in zoo:
+        cells = " | ".join(f"{times['GPU-SD', b, policy]:.2f} / {times['SADDLE', b, policy]:.2f}" for b in (16, 128))
+        print(f"  {policy:16s} {cells}")
+    print(f"  mean {np.mean(list(times.values())):.2f} s, max {max(times.values()):.2f} s per point")
 
     # the event core against its scalar reference: PIM-SD-style (2 micro-batches, each drafting d = 8 and
     # verifying on its own), batch 128, continuous batching, one replica, 1024 tokens

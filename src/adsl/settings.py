@@ -159,6 +159,16 @@ class LightLoad:
 
 
 @dataclass(frozen=True)
+class PolicySettings:
+    """The draft-length policy zoo (``adsl.sim.policies``)."""
+
+    schedule: dict  # batch_schedule: {batch at most: d}
+    train_streams: int  # training streams per category for the learned thresholds
+    train_positions: int
+    grid: int  # threshold grid points
+
+
+@dataclass(frozen=True)
 class TimelineSpec:
     pair: str
     batch: int
@@ -183,6 +193,7 @@ class ExperimentSpec:
     batches: tuple[int, ...]
     draft_lengths: tuple[int, ...]  # empty: the simulation's draft_length
     seq_lens: tuple[int, ...]  # empty: the simulation's max_seq_len for the pair
+    policies: tuple[str, ...]  # draft-length policies run on each speculative system (empty: its own)
     overrides: Mapping[str, Any]
     memory_check: str  # error | warn
 
@@ -204,6 +215,7 @@ class SimulationSettings:
     static_power: bool
     tau_light_load: LightLoad
     systems: SystemChoice
+    policies: PolicySettings
     timeline: TimelineSpec
     attribution: tuple[AttributionStep, ...]
     experiments: Mapping[str, ExperimentSpec]
@@ -234,6 +246,7 @@ class SimulationSettings:
             static_power=sim["static_power"],
             tau_light_load=LightLoad(**sim["tau_light_load"]),
             systems=SystemChoice(**{k: sys[k] for k in roles}, schedules=_frozen(schedules)),
+            policies=PolicySettings(**sim["policies"]),
             timeline=TimelineSpec(**{**sim["timeline"], "systems": tuple(sim["timeline"]["systems"])}),
             attribution=tuple(
                 AttributionStep(s["name"], _frozen(s.get("simulation")), _frozen(s.get("hardware")))
@@ -248,6 +261,7 @@ class SimulationSettings:
                         batches=tuple(e["batches"]),
                         draft_lengths=tuple(e.get("draft_lengths") or ()),
                         seq_lens=tuple(e.get("seq_lens") or ()),
+                        policies=tuple(e.get("policies") or ()),
                         overrides=_frozen(e.get("overrides")),
                         memory_check=e.get("memory_check", "error"),
                     )

@@ -59,7 +59,7 @@ def default_figures():
     the `profile` extra and hours of CPU time, so `snakemake --cores N` never starts it by itself).
     """
     if not HAVE_PROFILE:
-        skipped = sorted(set(REG.figures) - set(REG.figure_names(profile=False)))
+        skipped = sorted(set(REG.figure_names()) - set(REG.figure_names(profile=False)))
         print(
             f"adsl: acceptance profile {PROFILE_INPUT} not found: skipping {skipped}; "
             "create it with `snakemake profile_acceptance --cores 2`",
@@ -68,10 +68,22 @@ def default_figures():
     return REG.figure_names(profile=HAVE_PROFILE)
 
 
+def target_files(target):
+    """The figures (with their tables) and tables of a named target of the registry."""
+    out = [
+        f
+        for name in REG.figure_names(HAVE_PROFILE, target)
+        for f in paths.figure_files(name)
+    ]
+    return out + [REG.tables[n].path for n in REG.table_names(HAVE_PROFILE, target)]
+
+
 def default_targets():
-    """Every figure with its table, every registry table, and the acceptance stage's checks."""
-    out = [f for name in default_figures() for f in paths.figure_files(name)]
-    out += [t.path for t in REG.tables.values() if HAVE_PROFILE or not t.needs_profile]
+    """Every figure with its table, every registry table, and the acceptance stage's checks (the
+    registry's other named targets, too slow for the default run, are rules of their own).
+    """
+    default_figures()
+    out = target_files("all")
     if HAVE_PROFILE:
         out += [
             "results/acceptance/model_selection.csv",
@@ -91,27 +103,26 @@ def reference_models(wc):
     )
 
 
-def experiment_inputs(systems, pairs):
-    """Acceptance models of the pairs, tau when a system drafts adaptively, and the catalogues."""
+def experiment_inputs(systems, pairs, policies=()):
+    """Acceptance models of the pairs, and tau when a system or policy drafts with SADDLE's rule."""
     out = {"models": paths.pair_models(pairs, SIM["categories"])}
-    if adaptive(systems):
+    if adaptive(systems) or "running_product" in policies:
         out["tau"] = paths.TAU
     return out
 
 
 def simulation_params(**keep):
     """The simulation settings an experiment reads: all but the other experiments, the attribution
-    steps and the timeline figure's (so editing one experiment reruns that experiment alone).
+    steps, the timeline figure's and, unless it runs the policy zoo, the zoo's (so editing one
+    experiment reruns that experiment alone).
     """
-    base = {
-        k: v
-        for k, v in SIM.items()
-        if k not in ("experiments", "attribution", "timeline")
-    }
+    zoo = any(e.get("policies") for e in keep.get("experiments", {}).values())
+    skip = ("experiments", "attribution", "timeline") + (() if zoo else ("policies",))
+    base = {k: v for k, v in SIM.items() if k not in skip}
     return {**base, **keep}
 
 
 def experiment_files(wc):
     """The input files of experiment ``wc.experiment``."""
     exp = SETTINGS.simulation.experiments[wc.experiment]
-    return experiment_inputs(exp.systems, exp.pairs)
+    return experiment_inputs(exp.systems, exp.pairs, exp.policies)

@@ -32,6 +32,18 @@ rule figure:
         "../scripts/figure.py"
 
 
+# The registry's named targets other than `all` (figures too slow for the default run), for example
+# `snakemake policies --cores 2`.
+for target in REG.targets:
+
+    rule:
+        name:
+            target
+        input:
+            target_files(target),
+        localrule: True
+
+
 # The README's gallery: its figures' PNGs and tables copied to docs/img/ (`snakemake gallery`, not part of
 # the default run: docs/img/ is committed; tests/workflow/test_gallery.py checks its tables against a run).
 rule gallery:

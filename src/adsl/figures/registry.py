@@ -60,6 +60,7 @@ from adsl.figures.fits import (
     per_iteration_model_table,
 )
 from adsl.figures.motivation import fig03a_sd_vs_ad_batch, fig03a_table, fig03b_sd_vs_ad_draft_length, fig03b_table
+from adsl.figures.policies import policies, policies_table, policy_gaps_table
 from adsl.figures.roofline import fig06_roofline, roofline_table
 from adsl.figures.serving import batching_static_vs_continuous, batching_table, layouts_table
 from adsl.figures.timeline import timeline, timeline_table
@@ -82,6 +83,7 @@ class TableSpec:
     inputs: Inputs = lambda s, committed: {}
     reads: tuple[str, ...] = ()  # configuration sections the function reads (``adsl.settings.SECTIONS``)
     options: Mapping[str, Any] = field(default_factory=dict)  # fixed keyword arguments of the function
+    target: str = "all"  # the named Snakemake target that builds it (others: too slow for the default run)
 
     @property
     def needs_profile(self) -> bool:
@@ -96,6 +98,7 @@ class FigureSpec:
     reads: tuple[str, ...] = ()  # configuration sections the plotting function reads
     caption: str = ""  # the report's caption (default: the plotting function's docstring)
     gallery: bool = False  # shown in the README (docs/img/, `snakemake gallery`)
+    target: str = "all"  # the named Snakemake target that builds it (others: too slow for the default run)
 
     @property
     def text(self) -> str:
@@ -236,6 +239,22 @@ TABLES = [
         reads=("simulation",),
     ),
     TableSpec(
+        "policies",
+        policies_table,
+        "results/simulation/policies.csv",
+        "simulation",
+        _experiment("policies"),
+        target="policies",
+    ),
+    TableSpec(
+        "policy_gaps",
+        policy_gaps_table,
+        "results/simulation/policy_gaps.csv",
+        "simulation",
+        _experiment("policies"),
+        target="policies",
+    ),
+    TableSpec(
         "layouts",
         layouts_table,
         "results/simulation/layouts.csv",
@@ -272,6 +291,7 @@ FIGURES = [
     FigureSpec("batching_static_vs_continuous", "batching", batching_static_vs_continuous, reads=("catalogues",)),
     FigureSpec("timeline", "timeline", timeline, reads=("simulation",), gallery=True),
     FigureSpec("fidelity_attribution", "fidelity_attribution", fidelity_attribution),
+    FigureSpec("policies", "policies", policies, reads=("catalogues",), target="policies"),
 ]
 
 
@@ -290,9 +310,21 @@ class Registry:
         """Figures shown in the README, sorted."""
         return sorted(n for n, f in self.figures.items() if f.gallery)
 
-    def figure_names(self, profile: bool = True) -> list[str]:
-        """Figure names, sorted; without the ``profile``, only those whose table needs none."""
-        return sorted(n for n in self.figures if profile or not self.table_of(n).needs_profile)
+    def figure_names(self, profile: bool = True, target: str = "all") -> list[str]:
+        """Figure names of a named target, sorted; without the ``profile``, only those whose table needs none."""
+        return sorted(
+            n for n, f in self.figures.items() if f.target == target and (profile or not self.table_of(n).needs_profile)
+        )
+
+    def table_names(self, profile: bool = True, target: str = "all") -> list[str]:
+        """Table names of a named target; without the ``profile``, only those that need none."""
+        return [n for n, t in self.tables.items() if t.target == target and (profile or not t.needs_profile)]
+
+    @property
+    def targets(self) -> list[str]:
+        """Named targets other than ``all``."""
+        named = {f.target for f in self.figures.values()} | {t.target for t in self.tables.values()}
+        return sorted(named - {"all"})
 
 
 def registry(extensions: list[str] | tuple[str, ...] = ()) -> Registry:

@@ -7,21 +7,23 @@ import pandas as pd
 from scipy import stats
 
 from adsl.fitting import distributions as dist
+from adsl.fitting.entropy import entropy_check, fit_entropy
 from adsl.fitting.generator import draw_streams, fixed_lengths, replay_lengths
 from adsl.fitting.joint_model import binned_calibration, calibration_curve, fit_joint
 from adsl.profiling.replay import replay
 from adsl.profiling.traces import Profile
 
 
-def greedy_sequences(profile: Profile, category: str, requests: list[int] | None = None):
-    """Per-request (confidence, match) arrays of the teacher-forced greedy records of a category."""
+def greedy_sequences(profile: Profile, category: str, requests: list[int] | None = None, column: str = "match"):
+    """Per-request (confidence, ``column``) arrays of the teacher-forced greedy records of a category
+    (``column``: match, or draft_entropy)."""
     req = profile.requests
     ids = req[(req["mode"] == "greedy") & (req["category"] == category)].request_id
     if requests is not None:
         ids = ids[ids.isin(requests)]
     pos = profile.positions[profile.positions.request_id.isin(ids)].sort_values(["request_id", "pos"])
     groups = [g for _, g in pos.groupby("request_id", sort=True)]
-    return [g.draft_top1.to_numpy() for g in groups], [g.match.to_numpy() for g in groups]
+    return [g.draft_top1.to_numpy() for g in groups], [g[column].to_numpy() for g in groups]
 
 
 def request_rate_sd(profile: Profile, category: str, positions: int = 128) -> float:
@@ -78,11 +80,22 @@ def fit_category(profile: Profile, category: str, pair: str, bootstrap: int = 10
         "accepted_length": {str(d): dist.fit_accepted_length(accepted_at(match, d), d) for d in (4, 8)},
         "calibration_check": binned_calibration(c_all, m_all),
         "match_rate": float(m_all.mean()),
+        "entropy": entropy_model(profile, category),
     }
     model["calibration_check"]["fitted"] = calibration_curve(
         joint, model["calibration_check"]["confidence"], prev_rate=model["match_rate"]
     ).tolist()
     return model
+
+
+def entropy_model(profile: Profile, category: str) -> dict:
+    """The draft entropy given confidence (``adsl.fitting.entropy``), fitted on every greedy request, with
+    its check: fitted on the even-numbered requests, drawn against the odd-numbered ones."""
+    conf, ent = greedy_sequences(profile, category, column="draft_entropy")
+    fitted = fit_entropy(np.concatenate(conf), np.concatenate(ent))
+    half = fit_entropy(np.concatenate(conf[::2]), np.concatenate(ent[::2]))
+    fitted["check"] = entropy_check(half, np.concatenate(conf[1::2]), np.concatenate(ent[1::2]))
+    return fitted
 
 
 def selection_rows(model: dict) -> list[dict]:
@@ -99,6 +112,11 @@ def selection_rows(model: dict) -> list[dict]:
         ("request heterogeneity", het["aic"], min(het["aic"], key=het["aic"].get), "LR", het["lr_pvalue"]),
         ("dependence along a draft", dep["aic"], dep["selected"], "LR", dep["lr_pvalue"]),
     ]
+    if "entropy" in model:  # no AIC: one nonparametric candidate, checked on held-out requests
+        check = model["entropy"]["check"]
+        questions.append(
+            ("entropy given confidence", {"binned quantiles": np.nan}, "binned quantiles", "KS", check["ks_pvalue"])
+        )
     for d, fit in model["accepted_length"].items():
         for name in ("truncated_geometric", "beta_geometric"):
             aics = {n: fit[n]["aic"] for n in ("truncated_geometric", "beta_geometric")}

@@ -66,8 +66,10 @@ class Setup:
         return self.schedule if self.draft_split is None else dataclasses.replace(self.schedule, split=self.draft_split)
 
     def __post_init__(self):
-        if self.policy not in ("fixed", "running_product"):
-            raise SimError(f"{self.name}: unknown draft policy {self.policy!r}")
+        from adsl.sim.policies import POLICIES
+
+        if self.policy not in POLICIES:
+            raise SimError(f"{self.name}: unknown draft policy {self.policy!r}; known: {sorted(POLICIES)}")
         if self.decoding not in ("ad", "sd"):
             raise SimError(f"{self.name}: decoding must be 'ad' or 'sd', got {self.decoding!r}")
         if self.pool_trigger not in ("complete", "idle"):
@@ -214,8 +216,8 @@ def simulate(
         fixed_advance = np.minimum(runs, d) + 1 if draft_lengths is None else None
         if draft_lengths is not None:
             draft_lengths = np.minimum(np.asarray(draft_lengths), d)
-            if draft_lengths.shape != accept.shape or (draft_lengths < 1).any():
-                raise SimError("draft_lengths must match the streams' shape and be >= 1")
+            if draft_lengths.shape != accept.shape or (draft_lengths < 0).any():
+                raise SimError("draft_lengths must match the streams' shape and be >= 0 (0: no draft)")
     ctx_max = float(prompt.max() + out.max() + d)
     tables = cost_tables(setup, pair, r, ctx_max)
     slots = SlotLoop(prompt, out, r)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 
@@ -9,12 +10,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from adsl.fitting.entropy import draw_entropy
 from adsl.fitting.generator import (
     as_flags,
     continuation_boost,
     draw_streams,
     later_confidence,
-    running_product_lengths,
 )
 from adsl.fitting.modelfile import read_model
 from adsl.perf.models import Pair
@@ -22,8 +23,10 @@ from adsl.settings import ExperimentSpec, SimulationSettings
 from adsl.sim.batching import Continuous
 from adsl.sim.core import RunResult, from_engine, simulate_core
 from adsl.sim.engine import Setup, check_memory, memory_need, simulate
+from adsl.sim.policies import LEARNED, POLICIES, PolicyCosts, PolicyInputs, fit_threshold, predicted, schedule_length
 from adsl.sim.pools import simulate_pooled
-from adsl.sim.systems import Context, build
+from adsl.sim.systems import SYSTEMS, Context, build
+from adsl.sim.timing import batch_pass
 
 STREAM_SLACK = 64  # stream positions beyond the output length: the largest draft length supported
 
@@ -55,20 +58,6 @@ def request_categories(categories: list[str], batch: int) -> dict[str, np.ndarra
     return {c: np.flatnonzero(cats == c) for c in categories if (cats == c).any()}
 
 
-def adaptive_lengths(
-    conf: np.ndarray, categories: list[str], taus: dict[str, float], d_max: int, boosts: dict[str, float] | None = None
-) -> np.ndarray:
-    """Per-position draft lengths of the running-product rule, with each request's category's tau (and
-    the category's later-token confidence term, ``continuation_boost``)."""
-    x, b, t = conf.shape
-    out = np.empty((x, b, t), dtype=np.int64)
-    for c, idx in request_categories(categories, b).items():
-        sub = conf[:, idx, :].reshape(-1, t)
-        boost = (boosts or {}).get(c, 0.0)
-        out[:, idx, :] = running_product_lengths(sub, taus[c], d_max, boost).reshape(x, idx.size, t)
-    return out
-
-
 def _ci95(values: np.ndarray) -> float:
     """Half-width of the 95 % confidence interval of the mean over replicas (Student t)."""
     if values.size < 2:
@@ -86,6 +75,7 @@ class Point:
     draft_length: int  # the SD baselines' fixed d, the adaptive systems' cap
     seq_len: int  # prompt + output tokens per request
     memory_check: str = "error"  # error: stop when weights + KV exceed the system's memory; warn: flag it
+    policy: str | None = None  # the draft-length policy (adsl.sim.policies); None: the system's own
 
 
 @dataclass(frozen=True)
@@ -111,6 +101,8 @@ def point_setup(ws, sim: SimulationSettings, point: Point) -> Setup:
     pair = ws.models.pair(point.pair)
     ctx = Context.of(ws.hardware, pair, point.batch, point.seq_len, point.draft_length, sim)
     setup = build(point.system, ctx)
+    if point.policy is not None and setup.decoding == "sd":
+        setup = dataclasses.replace(setup, policy=point.policy)
     if point.memory_check == "error":
         check_memory(setup, pair, point.batch, point.seq_len)
     return setup
@@ -148,11 +140,8 @@ def point_inputs(
         t = int(out.max()) + STREAM_SLACK + 1
         x, n = out.shape
         conf, later, acc = request_streams(models, list(sim.categories), x, n, t, ws.settings.seed + point.batch)
-    if setup.policy == "running_product":
-        boosts = {c: continuation_boost(m) for c, m in models.items()}
-        # a pooled request may hold up to d eager tokens beyond a d-token entry: lengths up to 2 d
-        cap = 2 * d if setup.pool_tokens else d
-        lengths = adaptive_lengths(conf, list(sim.categories), point_taus(sim, taus, point), cap, boosts)
+    if setup.decoding == "sd" and (setup.policy != "fixed" or setup.pool_tokens):
+        lengths = policy_lengths(ws, sim, point, setup, pair, models, taus, conf, later, acc)
     return PointInputs(
         setup,
         pair,
@@ -167,6 +156,90 @@ def point_inputs(
         lengths,
         memory_need(setup, pair, point.batch, point.seq_len),
     )
+
+
+def policy_costs(setup: Setup, pair: Pair, batch: int, ctx: float) -> PolicyCosts:
+    """The serial cost model a policy plans with, per request at ``batch``: a verification step over one
+    token each, and per drafted token one draft pass plus one more token in the verification."""
+    d_pass = batch_pass(
+        pair.draft, setup.system, batch, 1, ctx, setup.draft_mapping, setup.draft_schedule, setup.draft_copies
+    )
+    v1, v2 = (
+        batch_pass(pair.target, setup.system, batch, q, ctx, setup.target_mapping, setup.schedule) for q in (1, 2)
+    )
+    t = lambda c: float(np.asarray(c.time_s))  # noqa: E731
+    return PolicyCosts(t(v1) / batch, (t(d_pass) + t(v2) - t(v1)) / batch)
+
+
+def policy_lengths(ws, sim, point, setup, pair, models, taus, conf, later, acc) -> np.ndarray:
+    """Each request's draft length from each position under the setup's policy (``adsl.sim.policies``),
+    capped at d, or 2 d where a pool takes d-token entries and the request keeps drafting eagerly."""
+    cats = list(sim.categories)
+    n = conf.shape[1]
+    cap = 2 * setup.draft_length if setup.pool_tokens else setup.draft_length
+    seed = ws.settings.seed + point.batch
+    ctx = sim.prompt_len + (point.seq_len - sim.prompt_len) / 2
+    needs = setup.policy
+    categories = np.array([cats[i % len(cats)] for i in range(n)])
+    inputs = PolicyInputs(
+        confidence=conf,
+        later=later,
+        categories=categories,
+        batch=point.batch,
+        d=setup.draft_length,
+        entropy=request_entropy(models, cats, conf, seed) if needs == "entropy_bound" else None,
+        accept=acc if needs in ("oracle", "goodput") else None,
+        accept_prob=predicted(models, categories, conf, later) if needs == "rejection_risk" else None,
+        costs=policy_costs(setup, pair, point.batch, ctx),
+        taus=point_taus(sim, taus, point) if needs == "running_product" else {},
+        boosts={c: continuation_boost(m) for c, m in models.items()},
+        schedule=dict(sim.policies.schedule),
+        prior={c: float(m.get("match_rate", 0.5)) for c, m in models.items()},
+    )
+    if needs in LEARNED:
+        inputs = dataclasses.replace(inputs, thresholds=learned_thresholds(needs, inputs, models, sim, cap, seed))
+    return POLICIES[needs](inputs, cap)
+
+
+def request_entropy(models: dict, categories: list[str], conf: np.ndarray, seed: int) -> np.ndarray:
+    """The draft's entropy at every position, drawn given its confidence (``adsl.fitting.entropy``) from a
+    generator of its own, so drawing it moves no other stream."""
+    rng = np.random.default_rng([seed, 1])
+    out = np.empty(conf.shape, dtype=np.float32)
+    for c, idx in request_categories(categories, conf.shape[1]).items():
+        if "entropy" not in models[c]:
+            raise ValueError(f"acceptance model of {c!r} has no entropy term: refit it (adsl.fitting.entropy)")
+        out[:, idx, :] = draw_entropy(models[c]["entropy"], conf[:, idx, :], rng)
+    return out
+
+
+def learned_thresholds(policy, inputs: PolicyInputs, models, sim: SimulationSettings, cap: int, seed: int) -> dict:
+    """Each category's threshold by ``fit_threshold`` on training streams drawn from its model with a
+    generator of their own (the evaluation streams are held out)."""
+    p = sim.policies
+    out = {}
+    for k, c in enumerate(sorted(models)):
+        rng = np.random.default_rng([seed, 2, k])
+        conf, acc = draw_streams(models[c], p.train_streams, p.train_positions, rng)
+        later = later_confidence(conf, continuation_boost(models[c]))
+        entropy = draw_entropy(models[c]["entropy"], conf, rng) if policy == "entropy_bound" else None
+        categories = np.array([c] * p.train_streams)
+        train = dataclasses.replace(
+            inputs,
+            confidence=conf[None],
+            later=later[None],
+            categories=categories,
+            accept_prob=predicted(models, categories, conf[None], later[None]) if policy == "rejection_risk" else None,
+            entropy=None if entropy is None else entropy[None],
+            accept=acc[None],
+            thresholds={},
+        )
+        if policy == "entropy_bound":
+            grid = np.quantile(entropy, np.linspace(0.02, 0.98, p.grid))
+        else:
+            grid = np.linspace(0.02, 0.98, p.grid)
+        out[c] = fit_threshold(policy, train, acc, grid, cap)
+    return out
 
 
 def simulate_point(p: PointInputs, core: str = "event", timelines: bool = False) -> RunResult:
@@ -255,13 +328,17 @@ def point_row(p: PointInputs, res: RunResult, pair_name: str, system_name: str, 
 
 def experiment_points(sim: SimulationSettings, exp: ExperimentSpec) -> list[Point]:
     """The points of a sweep, pair by pair (system x batch x draft length x sequence length)."""
-    return [
-        Point(pair, system, batch, d, seq, exp.memory_check)
-        for pair in exp.pairs
+    points = []
+    for pair in exp.pairs:
         for system, batch, d, seq in itertools.product(
             exp.systems, exp.batches, exp.draft_lengths or [sim.draft_length], exp.seq_lens or [sim.seq_len(pair)]
-        )
-    ]
+        ):
+            speculative = SYSTEMS[system].speculative if system in SYSTEMS else True
+            for policy in (exp.policies if speculative else ()) or [None]:
+                # batch_schedule: the system runs with the table's d (at least 1; a draft of 0 tokens is none)
+                d_point = max(schedule_length(sim.policies.schedule, batch), 1) if policy == "batch_schedule" else d
+                points.append(Point(pair, system, batch, d_point, seq, exp.memory_check, policy))
+    return points
 
 
 def run_experiment(
@@ -278,5 +355,5 @@ def run_experiment(
     ]
     df = pd.DataFrame(rows)
     # AD rows do not depend on d: keep one per (pair, system, batch, seq_len)
-    keys = ["pair", "system", "batch", "draft_length", "seq_len"]
+    keys = ["pair", "system", "batch", "draft_length", "seq_len", "policy"]
     return df.drop_duplicates(subset=keys).reset_index(drop=True)

@@ -162,8 +162,9 @@ class SystemEntry:
     inputs must hold: ``running_product`` needs tau per category) and the label figures show."""
 
     build: Callable[[Context], Setup]
-    policy: str = "fixed"  # fixed | running_product
+    policy: str = "fixed"  # its draft-length policy (adsl.sim.policies), for speculative systems
     label: str | None = None  # what figures call it (default: its name)
+    speculative: bool = True  # drafts and verifies (False: autoregressive decoding)
 
     @property
     def adaptive(self) -> bool:
@@ -172,11 +173,11 @@ class SystemEntry:
 
 # The order here is the order figures list systems in.
 SYSTEMS = {
-    "GPU-AD": SystemEntry(gpu_ad),
+    "GPU-AD": SystemEntry(gpu_ad, speculative=False),
     "GPU-SD": SystemEntry(gpu_sd),
-    "PIM-AD": SystemEntry(pim_ad),
+    "PIM-AD": SystemEntry(pim_ad, speculative=False),
     "PIM-SD": SystemEntry(pim_sd),
-    "AD": SystemEntry(motivation_ad),
+    "AD": SystemEntry(motivation_ad, speculative=False),
     "SD": SystemEntry(motivation_sd),
     "SADDLE-d": SystemEntry(saddle_d, "running_product"),
     "SADDLE-p": SystemEntry(saddle_p, "running_product"),
