@@ -24,6 +24,8 @@ def test_defaults_are_filled():
             "profiling.runs.0.prompts.qa",
             ">= 1",
         ),
+        ({"simulation": {"open_loop": {"loads": [0.5, 0]}}}, "simulation.open_loop.loads.1", "> 0"),
+        ({"simulation": {"open_loop": {"output_len": {"median": 9}}}}, "simulation.open_loop.output_len", "sigma"),
         (
             {"profiling": {"runs": [{"mode": "greedy", "d_max": 8, "max_new_tokens": 4, "prompts": {"qa": "most"}}]}},
             "profiling.runs.0.prompts.qa",
@@ -44,6 +46,10 @@ def test_unknown_names_are_caught_before_work(root):
         load_workspace({"roofline": {"pair": "OPT-67B"}}, base=root)
     with pytest.raises(ConfigError, match=r"roofline\.system: system 'dgx-a100' has no PIM"):
         load_workspace({"roofline": {"system": "dgx-a100"}}, base=root)
+    with pytest.raises(ConfigError, match=r"simulation\.open_loop\.pair: 'OPT-67B' has no acceptance model"):
+        load_workspace({"simulation": {"open_loop": {"pair": "OPT-67B"}}}, base=root)
+    with pytest.raises(ConfigError, match=r"simulation\.open_loop\.policy_system: unknown system 'TPU'"):
+        load_workspace({"simulation": {"open_loop": {"policy_system": "TPU"}}}, base=root)
 
 
 def test_the_shipped_config_is_valid(ws):

@@ -177,6 +177,51 @@ class TimelineSpec:
 
 
 @dataclass(frozen=True)
+class LengthDist:
+    """A log-normal length distribution (tokens): median, sigma of its log, smallest length."""
+
+    median: float
+    sigma: float
+    min: int
+
+
+def _length(d: Mapping[str, Any]) -> LengthDist:
+    return LengthDist(float(d["median"]), float(d["sigma"]), int(d.get("min", 1)))
+
+
+@dataclass(frozen=True)
+class OpenLoopSpec:
+    """Open-loop serving (``adsl.sim.openloop``): Poisson arrivals on one pair."""
+
+    pair: str
+    systems: tuple[str, ...]
+    policies: int | tuple[str, ...]  # the best N of the policy zoo's gap table, or these policies
+    policy_system: str  # the system the policies run on
+    slots: int
+    requests: int  # per replica and load
+    warmup: int  # arrivals before the measured window
+    loads: tuple[float, ...]  # fractions of each system's saturation rate
+    prompt_len: LengthDist | None  # None: the profiled prompts' lengths
+    output_len: LengthDist
+
+    @classmethod
+    def parse(cls, d: Mapping[str, Any]) -> OpenLoopSpec:
+        pol = d["policies"]
+        return cls(
+            pair=d["pair"],
+            systems=tuple(d["systems"]),
+            policies=pol if isinstance(pol, int) else tuple(pol),
+            policy_system=d["policy_system"],
+            slots=d["slots"],
+            requests=d["requests"],
+            warmup=d["warmup"],
+            loads=tuple(float(x) for x in d["loads"]),
+            prompt_len=None if d["prompt_len"] == "profile" else _length(d["prompt_len"]),
+            output_len=_length(d["output_len"]),
+        )
+
+
+@dataclass(frozen=True)
 class AttributionStep:
     name: str
     simulation: Mapping[str, Any]  # overrides of the simulation settings
@@ -217,6 +262,7 @@ class SimulationSettings:
     systems: SystemChoice
     policies: PolicySettings
     timeline: TimelineSpec
+    open_loop: OpenLoopSpec
     attribution: tuple[AttributionStep, ...]
     experiments: Mapping[str, ExperimentSpec]
     raw: Mapping[str, Any] = field(repr=False, compare=False, default_factory=dict)  # the validated dict
@@ -248,6 +294,7 @@ class SimulationSettings:
             systems=SystemChoice(**{k: sys[k] for k in roles}, schedules=_frozen(schedules)),
             policies=PolicySettings(**sim["policies"]),
             timeline=TimelineSpec(**{**sim["timeline"], "systems": tuple(sim["timeline"]["systems"])}),
+            open_loop=OpenLoopSpec.parse(sim["open_loop"]),
             attribution=tuple(
                 AttributionStep(s["name"], _frozen(s.get("simulation")), _frozen(s.get("hardware")))
                 for s in sim["attribution"]

@@ -70,6 +70,16 @@ def _check_refs(cfg: dict, file: str, models: ModelCatalogue, hw: HardwareCatalo
                 field = f"simulation.experiments.{name}.systems"
                 raise ConfigError(file, field, f"unknown system {system!r}; known: {sorted(SYSTEMS)}")
 
+    ol = sim["open_loop"]
+    if ol["pair"] not in pairs:
+        raise ConfigError(
+            file, "simulation.open_loop.pair", f"{ol['pair']!r} has no acceptance model; known: {sorted(pairs)}"
+        )
+    for system in [*ol["systems"], ol["policy_system"]]:
+        if system not in SYSTEMS:
+            field = "simulation.open_loop.systems" if system in ol["systems"] else "simulation.open_loop.policy_system"
+            raise ConfigError(file, field, f"unknown system {system!r}; known: {sorted(SYSTEMS)}")
+
 
 def load_workspace(config: dict | str | Path, base: str | Path = ".", file: str = "config/config.yaml") -> Workspace:
     """Validate everything a run needs, before any work starts."""

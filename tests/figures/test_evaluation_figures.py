@@ -119,3 +119,47 @@ def test_fig17_components_cover_the_pass(ws):
     assert np.allclose(df.groupby("seq_len").share.sum(), 1.0)
     att = df[df.component == "attention"].set_index("seq_len").share
     assert att.is_monotonic_increasing  # attention grows with context; FC does not
+
+
+def test_serving_sweep_rises_to_saturation_and_draws(experiments, tmp_path):
+    """The open-loop table on the synthetic model: every run and load present, throughput rising with
+    the offered rate, p99 above p50, and the figure drawn from it."""
+    ws, _ = experiments
+    model_dir = tmp_path / "OPT-66B"
+    model_dir.mkdir()
+    conf = fit_confidence(np.random.default_rng(1).beta(6, 1.5, 3000))
+    models = []
+    for c in ws.settings.simulation.categories:
+        models.append(str(model_dir / f"{c}.json"))
+        write_model(
+            {"pair": "OPT-66B", "category": c, "confidence": conf, "joint": {"a": -0.3, "b": 0.9, "s": 0.6, "g": 0.5}},
+            models[-1],
+        )
+    tau = tmp_path / "tau.csv"
+    pd.DataFrame({"pair": "OPT-66B", "category": list(ws.settings.simulation.categories), "tau": 0.3}).to_csv(
+        tau, index=False
+    )
+    small = ws.with_overrides(
+        simulation={
+            "open_loop": {
+                "systems": ["GPU-AD", "SADDLE"],
+                "policies": ["fixed"],
+                "slots": 8,
+                "requests": 60,
+                "warmup": 5,
+                "loads": [0.3, 1.0],
+                "prompt_len": {"median": 40, "sigma": 0.3},
+                "output_len": {"median": 40, "sigma": 0.5, "min": 8},
+            }
+        }
+    )
+    df = compute_table("serving", small, models=models, tau=str(tau))
+    assert list(dict.fromkeys(df.label)) == ["GPU-AD", "SADDLE", "SADDLE (fixed)"]
+    for _, run in df.groupby("label"):
+        assert list(run.load) == [0.3, 1.0]
+        assert run.achieved_tok_s.is_monotonic_increasing
+        np.testing.assert_allclose(run.rate_req_s, run.load * run.capacity_req_s)
+    assert (df.tpot_p99_s >= df.tpot_p50_s).all() and (df.ttft_p50_s > 0).all() and (df.completed > 0).all()
+    files = {ext: tmp_path / f"s.{ext}" for ext in ("pdf", "png", "csv")}
+    plotted = render("serving_latency_throughput", small, table=df, **files)
+    assert set(plotted.label) == set(df.label) and files["png"].stat().st_size > 10_000

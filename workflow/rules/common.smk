@@ -113,11 +113,13 @@ def experiment_inputs(systems, pairs, policies=()):
 
 def simulation_params(**keep):
     """The simulation settings an experiment reads: all but the other experiments, the attribution
-    steps, the timeline figure's and, unless it runs the policy zoo, the zoo's (so editing one
+    steps, the timeline and open-loop figures' and, unless it runs the policy zoo, the zoo's (so editing one
     experiment reruns that experiment alone).
     """
     zoo = any(e.get("policies") for e in keep.get("experiments", {}).values())
-    skip = ("experiments", "attribution", "timeline") + (() if zoo else ("policies",))
+    skip = ("experiments", "attribution", "timeline", "open_loop") + (
+        () if zoo else ("policies",)
+    )
     base = {k: v for k, v in SIM.items() if k not in skip}
     return {**base, **keep}
 

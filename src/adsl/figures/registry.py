@@ -60,6 +60,7 @@ from adsl.figures.fits import (
     per_iteration_model_table,
 )
 from adsl.figures.motivation import fig03a_sd_vs_ad_batch, fig03a_table, fig03b_sd_vs_ad_draft_length, fig03b_table
+from adsl.figures.open_loop import serving_latency_throughput, serving_table
 from adsl.figures.policies import policies, policies_table, policy_gaps_table
 from adsl.figures.roofline import fig06_roofline, roofline_table
 from adsl.figures.serving import batching_static_vs_continuous, batching_table, layouts_table
@@ -119,6 +120,19 @@ def _anchors(s: Settings, committed) -> list[str]:
 
 def _profile(s: Settings, committed) -> list[str]:
     return profile_files(committed(paths.profile(s.profiling.name)))
+
+
+POLICY_GAPS = "results/simulation/policy_gaps.csv"
+
+
+def _open_loop(s: Settings, committed) -> dict[str, Any]:
+    spec = s.simulation.open_loop
+    out: dict[str, Any] = {"models": paths.pair_models([spec.pair], s.simulation.categories), "tau": paths.TAU}
+    if spec.prompt_len is None:
+        out["profile"] = _profile(s, committed)
+    if isinstance(spec.policies, int) and spec.policies:
+        out["gaps"] = POLICY_GAPS
+    return out
 
 
 TABLES = [
@@ -249,10 +263,19 @@ TABLES = [
     TableSpec(
         "policy_gaps",
         policy_gaps_table,
-        "results/simulation/policy_gaps.csv",
+        POLICY_GAPS,
         "simulation",
         _experiment("policies"),
         target="policies",
+    ),
+    TableSpec(
+        "serving",
+        serving_table,
+        "results/simulation/serving.csv",
+        "simulation",
+        _open_loop,
+        reads=("simulation", "seed", "catalogues"),
+        target="serving",
     ),
     TableSpec(
         "layouts",
@@ -292,6 +315,7 @@ FIGURES = [
     FigureSpec("timeline", "timeline", timeline, reads=("simulation",), gallery=True),
     FigureSpec("fidelity_attribution", "fidelity_attribution", fidelity_attribution),
     FigureSpec("policies", "policies", policies, reads=("catalogues",), target="policies"),
+    FigureSpec("serving_latency_throughput", "serving", serving_latency_throughput, target="serving"),
 ]
 
 

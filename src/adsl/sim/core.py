@@ -59,6 +59,8 @@ class RunResult:
     placement: dict[str, float] = field(default_factory=dict)  # share of passes with draft FC / target attn on PIM
     # per replica, when asked for: {"segments": [(machine, start, end, kind)], "jobs": [(kind, start, end)]}
     timelines: list | None = None
+    # open loop: per request (all replicas): replica, arrival, admitted, first_token, finished, out (tokens)
+    requests: dict[str, np.ndarray] | None = None
 
     @property
     def throughput_tok_s(self) -> np.ndarray:
@@ -151,11 +153,24 @@ class _Slots:
     ctx: np.ndarray
     next_id: int
     n: int
+    arrival: np.ndarray | None = None  # open loop: each request's arrival time (sorted); None: all queued at 0
 
-    def admit(self, done: np.ndarray, prompt: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """Slots in ``done`` take queued requests in slot order; returns the slots that got one."""
+    def waiting(self, t: float) -> int:
+        """Requests queued (arrived by ``t``) and not yet in a slot."""
+        arrived = self.n if self.arrival is None else int(np.searchsorted(self.arrival, t, side="right"))
+        return max(0, arrived - self.next_id)
+
+    def next_arrival(self) -> float | None:
+        """When the next request not yet admitted arrives (None: none left)."""
+        if self.next_id >= self.n:
+            return None
+        return 0.0 if self.arrival is None else float(self.arrival[self.next_id])
+
+    def admit(self, done: np.ndarray, prompt: np.ndarray, out: np.ndarray, t: float = np.inf) -> np.ndarray:
+        """Slots in ``done`` take the requests queued by time ``t`` in slot order; returns the slots that
+        got one."""
         idx = np.flatnonzero(done)
-        take = idx[: max(0, min(idx.size, self.n - self.next_id))]
+        take = idx[: min(idx.size, self.waiting(t))]
         ids = np.arange(self.next_id, self.next_id + take.size)
         self.next_id += take.size
         self.cur[take] = ids
@@ -170,15 +185,23 @@ class _Slots:
 class _Replica:
     """One replica's event-driven run."""
 
-    def __init__(self, setup, tables, layout, prompt, out, runs, cont_runs, lengths, conf, later, slots, record, mb):
+    def __init__(
+        self, setup, tables, layout, prompt, out, runs, cont_runs, lengths, conf, later, slots, record, mb, arrival=None
+    ):
         self.s, self.t, self.layout = setup, tables, layout
         self.prompt, self.out = prompt, out
         self.runs, self.cont_runs, self.lengths, self.conf, self.later = runs, cont_runs, lengths, conf, later
         self.m = Machines(layout, record)
         n = out.size
-        self.slots = _Slots(
-            np.arange(slots), np.zeros(slots, np.int64), out[:slots].copy(), prompt[:slots].copy(), slots, n
-        )
+        if arrival is None:
+            self.slots = _Slots(
+                np.arange(slots), np.zeros(slots, np.int64), out[:slots].copy(), prompt[:slots].copy(), slots, n
+            )
+        else:  # open loop: slots start empty; requests enter as they arrive
+            empty = np.zeros(slots, np.int64)
+            self.slots = _Slots(np.full(slots, n), empty.copy(), empty.copy(), np.zeros(slots), 0, n, arrival)
+        # per request: when it took a slot, produced its first token (its prefill's end) and finished
+        self.t_admit, self.t_first, self.t_done = (np.full(n, np.nan) for _ in range(3))
         mb = max(1, min(mb, slots))
         edges = np.linspace(0, slots, mb + 1).round().astype(int)
         self.groups = [slice(a, b) for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
@@ -252,16 +275,39 @@ class _Replica:
         done = verified & (s.left[sl] == 0)
         admitted = np.zeros_like(done)
         if done.any():
-            mask = np.zeros(s.cur.size, bool)
-            mask[sl] = done
-            admitted = s.admit(mask, self.prompt, self.out)[sl]
+            self.t_done[s.cur[sl][done]] = t
             self.continuing[sl] &= ~done
             self.held[sl] = np.where(done, 0, self.held[sl])
         self.events.append((t, float(emitted.sum()), int(done.sum())))
+        # finished slots (and, open loop, idle ones) take the requests queued by now
+        free = done if s.arrival is None else s.left[sl] == 0
+        if free.any() and s.waiting(t):
+            mask = np.zeros(s.cur.size, bool)
+            mask[sl] = free
+            admitted = s.admit(mask, self.prompt, self.out, t)[sl]
+        return self._start(sl, admitted, t)
+
+    def _start(self, sl, admitted, t):
+        """Prefill the requests just admitted to slots ``sl`` at ``t``; returns when the group may go on."""
+        if not admitted.any():
+            return t
+        ids = self.slots.cur[sl][admitted]
+        self.t_admit[ids] = t
         serving = self.serving
-        if serving is not None and serving.prefill and admitted.any():
-            return self._prefill(t, int(admitted.sum()))
+        if serving is not None and serving.prefill:
+            t = self._prefill(t, int(admitted.sum()))
+        self.t_first[ids] = t
         return t
+
+    def _wake(self, sl, t):
+        """Open loop, a group with nothing in flight at ``t``: admit what has arrived (returns when the
+        group may go on), or the time the next request arrives (None: no request left)."""
+        s = self.slots
+        if s.waiting(t):
+            mask = np.zeros(s.cur.size, bool)
+            mask[sl] = s.left[sl] == 0
+            return self._start(sl, s.admit(mask, self.prompt, self.out, t)[sl], t)
+        return s.next_arrival()
 
     def _window_runs(self, sl):
         s = self.slots
@@ -283,13 +329,19 @@ class _Replica:
         return self.slots.left[sl] > 0
 
     def _loop(self, round_fn):
-        """Every micro-batch on its own: a heap of (time the group may go on, group)."""
+        """Every micro-batch on its own: a heap of (time the group may go on, group). Open loop: a group
+        with nothing in flight admits what has arrived, or waits for the next arrival."""
         heap = [(0.0, i) for i in range(len(self.groups))]
         while heap:
             t, i = heapq.heappop(heap)
             self.m.advance(t)
             sl = self.groups[i]
             if not self._active(sl).any():
+                if self.slots.arrival is None:
+                    continue
+                wake = self._wake(sl, t)
+                if wake is not None:
+                    heapq.heappush(heap, (max(wake, t), i))
                 continue
             heapq.heappush(heap, (round_fn(sl, t), i))
 
@@ -394,6 +446,10 @@ class _Replica:
         self._draft_fresh(np.arange(n_slots), np.zeros(n_slots), ready, offered, full, group_of)
         verifier_free = 0.0
         while True:
+            if s.arrival is not None:  # open loop: idle slots take what has arrived before the next pass
+                verifier_free = self._refill(verifier_free, ready, offered, full, group_of)
+                if verifier_free is None:
+                    return
             act = s.left > 0
             if not act.any():
                 return
@@ -411,6 +467,26 @@ class _Replica:
             verifier_free = self.m.first_stage
             self.rounds.append((end, idx.size, 0))
             self._finish(idx, start, end, lv, ready, offered, full, group_of)
+
+    def _refill(self, now, ready, offered, full, group_of):
+        """Open loop, before a pooled pass at ``now``: idle slots take the requests that have arrived, are
+        prefilled and draft their first entries; with nothing in flight, wait for the next arrival.
+        Returns the time the verifier may start (None: no request left)."""
+        s = self.slots
+        while True:
+            idle = s.left == 0
+            if idle.any() and s.waiting(now):
+                every = slice(0, s.cur.size)
+                admitted = s.admit(idle, self.prompt, self.out, now)
+                t = self._start(every, admitted, now)
+                idx = np.flatnonzero(admitted)
+                self._draft_fresh(idx, np.full(idx.size, t), ready, offered, full, group_of)
+            if (s.left > 0).any():
+                return now
+            nxt = s.next_arrival()
+            if nxt is None:
+                return None
+            now = max(now, nxt)
 
     def _admit(self, idx, offered):
         """Pool admission of the entries of slots ``idx``: at most d tokens a request, C in all, the
@@ -518,12 +594,15 @@ def simulate_core(
     serving: Continuous | None = None,
     timelines: bool = False,
     force_events: bool = False,
+    arrivals=None,
 ) -> RunResult:
     """Run every replica. ``prompt_len``/``output_len`` (X, N) per request; ``accept`` (X, N, T) streams
     (bool or bit flags), ``draft_lengths`` (X, N, T) the adaptive rule's lengths from each position (for a
     pool: up to 2 d + 1), ``confidence``/``confidence_later`` (X, N, T) for the pool's ranking.
     ``timelines``: keep every segment's (machine, start, end, kind); ``force_events``: use the event loop
-    even where one micro-batch makes it the vectorized engine (for tests)."""
+    even where one micro-batch makes it the vectorized engine (for tests). ``arrivals`` (X, N), sorted:
+    open-loop serving (``serving`` gives the slots and the prefill): requests enter free slots once they
+    have arrived, and results cover the window from the ``serving.warmup``-th arrival to the last one."""
     prompt = np.asarray(prompt_len, dtype=float)
     out = np.asarray(output_len, dtype=np.int64)
     x, n_req = out.shape
@@ -540,7 +619,13 @@ def simulate_core(
     tables = PassTables(setup, pair, slots, ctx_max, float(prompt.mean()))
     layout = Layout.of(setup.system)
     mb = micro_batches(setup, tables, layout, slots, float(prompt.mean() + out.mean() / 2))
-    if mb == 1 and not setup.pool_tokens and not force_events:
+    if arrivals is not None:
+        arrivals = np.asarray(arrivals, dtype=float)
+        if serving is None or arrivals.shape != out.shape or (np.diff(arrivals, axis=1) < 0).any():
+            raise SimError("open loop needs serving slots and sorted arrival times of shape (replicas, requests)")
+        if setup.pool_tokens and not setup.eager:
+            raise SimError(f"{setup.name}: open-loop serving runs on the asynchronous pool only")
+    if mb == 1 and not setup.pool_tokens and not force_events and arrivals is None:
         # one micro-batch never overlaps two passes: the event loop reduces to the vectorized engine,
         # which gives the same results for every replica at once (tests/sim/test_core.py)
         one = dataclasses.replace(setup, schedule=dataclasses.replace(setup.schedule, micro_batches=1))
@@ -555,7 +640,10 @@ def simulate_core(
         conf = None if confidence is None else confidence[r]
         later = conf if confidence_later is None else confidence_later[r]
         lengths = None if draft_lengths is None else np.asarray(draft_lengths[r])
-        rep = _Replica(setup, tables, layout, prompt[r], out[r], runs, cont, lengths, conf, later, slots, timelines, mb)
+        arrival = None if arrivals is None else arrivals[r]
+        rep = _Replica(
+            setup, tables, layout, prompt[r], out[r], runs, cont, lengths, conf, later, slots, timelines, mb, arrival
+        )
         rep.run(serving)
         replicas.append(rep)
     res = _result(setup, tables, layout, replicas, serving, timelines)
@@ -597,6 +685,9 @@ def _window(rep: _Replica, serving: Continuous | None) -> tuple[float, float]:
     end_all = max((j[2] for j in rep.jobs), default=0.0)
     if serving is None:
         return 0.0, end_all
+    if rep.slots.arrival is not None:  # open loop: from the warmup-th arrival to the last arrival
+        arr = rep.slots.arrival
+        return float(arr[min(serving.warmup, arr.size - 1)]), float(arr[-1])
     times = np.array([e[0] for e in ev])
     done = np.cumsum([e[2] for e in ev])
     order = np.argsort(times, kind="stable")
@@ -692,7 +783,20 @@ def _result(setup, tables, layout, replicas, serving, timelines) -> RunResult:
         timelines=[{"segments": rep.m.intervals, "jobs": [j[:3] for j in rep.jobs]} for rep in replicas]
         if timelines
         else None,
+        requests=_requests(replicas) if replicas and replicas[0].slots.arrival is not None else None,
     )
+
+
+def _requests(replicas) -> dict[str, np.ndarray]:
+    """Every request of every replica: when it arrived, took a slot, had its first token and finished."""
+    return {
+        "replica": np.concatenate([np.full(r.out.size, i) for i, r in enumerate(replicas)]),
+        "arrival": np.concatenate([r.slots.arrival for r in replicas]),
+        "admitted": np.concatenate([r.t_admit for r in replicas]),
+        "first_token": np.concatenate([r.t_first for r in replicas]),
+        "finished": np.concatenate([r.t_done for r in replicas]),
+        "out": np.concatenate([r.out for r in replicas]).astype(float),
+    }
 
 
 _STAGES = {"draft": ("draft", "eager"), "verify": ("verify", "decode"), "prefill": ("prefill",)}

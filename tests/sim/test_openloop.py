@@ -1,0 +1,138 @@
+"""Open-loop serving: Poisson arrivals, queueing against closed forms, and the load sweep's bookkeeping."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from adsl.settings import LengthDist
+from adsl.sim.batching import Continuous
+from adsl.sim.core import simulate_core
+from adsl.sim.engine import SimError
+from adsl.sim.openloop import RequestMix, best_policies, poisson_arrivals, summarize
+from adsl.sim.systems import Context, build
+
+
+def test_poisson_arrivals_have_the_rate_and_the_spread_of_a_poisson_process():
+    rate, n = 5.0, 20_000
+    t = poisson_arrivals(rate, n, np.random.default_rng(7))
+    assert np.all(np.diff(t) > 0)
+    measured = n / t[-1]
+    # the rate estimate n / T has a relative standard deviation of 1 / sqrt(n)
+    assert abs(measured - rate) < 4 * rate / np.sqrt(n)
+    gaps = np.diff(np.concatenate([[0.0], t]))
+    assert abs(gaps.std() / gaps.mean() - 1.0) < 4 / np.sqrt(n)  # exponential gaps: coefficient of variation 1
+    counts = np.bincount((t // 1.0).astype(int))[:-1]  # arrivals per whole second: Poisson, mean = variance
+    assert abs(counts.mean() - rate) < 4 * np.sqrt(rate / counts.size)
+    assert abs(counts.var() / counts.mean() - 1.0) < 0.1
+
+
+@pytest.fixture(scope="module")
+def single_server(ws):
+    """GPU-AD with one slot and identical requests: a single server with a deterministic service time."""
+    pair = ws.models.pair("OPT-66B")
+    setup = build("GPU-AD", Context.of(ws.hardware, pair, 1, 256, 8, ws.settings.simulation))
+    return setup, pair
+
+
+def _queue_length_time_average(arrival, admitted):
+    """Time-average number of requests waiting, from the arrival and admission times alone."""
+    times = np.concatenate([arrival, admitted])
+    steps = np.concatenate([np.ones(arrival.size), -np.ones(admitted.size)])
+    order = np.lexsort((steps, times))  # at a tie, the admission first: a request that waits 0 never queues
+    times, queued = times[order], np.cumsum(steps[order])
+    return float(np.sum(queued[:-1] * np.diff(times)) / (times[-1] - times[0]))
+
+
+@pytest.mark.parametrize("rho", [0.3, 0.5])
+def test_low_load_queueing_matches_the_m_d_1_closed_forms(single_server, rho):
+    """Poisson arrivals into one slot serving identical requests: M/D/1. Mean wait in queue
+    Wq = rho D / (2 (1 - rho)), mean queue length Lq = rho^2 / (2 (1 - rho)) (Pollaczek-Khinchine)."""
+    setup, pair = single_server
+    x, n, warm = 6, 800, 50
+    prompt, out = np.full((x, n), 64.0), np.full((x, n), 24)
+    one = simulate_core(
+        setup, pair, prompt[:1, :1], out[:1, :1], serving=Continuous(1, 0, True), arrivals=np.zeros((1, 1))
+    )
+    service = float(one.requests["finished"][0] - one.requests["admitted"][0])
+    rate = rho / service
+    arrivals = np.stack([poisson_arrivals(rate, n, np.random.default_rng([11, r])) for r in range(x)])
+    res = simulate_core(setup, pair, prompt, out, serving=Continuous(1, warm, True), arrivals=arrivals)
+    q = res.requests
+    assert np.all(np.isfinite(q["finished"]))
+    np.testing.assert_allclose(q["finished"] - q["admitted"], service, rtol=1e-9)  # deterministic service
+    waits, lengths = [], []
+    for r in range(x):
+        m = q["replica"] == r
+        arr, adm = q["arrival"][m][warm:], q["admitted"][m][warm:]
+        waits.append(float(np.mean(adm - arr)))
+        lengths.append(_queue_length_time_average(arr, adm))
+    se_w = np.std(waits, ddof=1) / np.sqrt(x)
+    se_l = np.std(lengths, ddof=1) / np.sqrt(x)
+    wq = rho * service / (2 * (1 - rho))
+    lq = rho**2 / (2 * (1 - rho))
+    assert abs(np.mean(waits) - wq) < 4 * se_w + 0.02 * wq
+    assert abs(np.mean(lengths) - lq) < 4 * se_l + 0.02 * lq
+    assert np.std(waits, ddof=1) > 0  # a real sampling spread, so the interval above is not vacuous
+
+
+def test_an_idle_system_serves_every_request_at_once_and_summarizes_it(single_server):
+    """Arrivals far apart: nobody queues, the first token comes right after the prefill, and the time
+    per output token is the single-request decode time."""
+    setup, pair = single_server
+    n = 30
+    prompt, out = np.full((1, n), 64.0), np.full((1, n), 16)
+    arrivals = (np.arange(n) * 10.0)[None]
+    res = simulate_core(setup, pair, prompt, out, serving=Continuous(1, 5, True), arrivals=arrivals)
+    q = res.requests
+    np.testing.assert_allclose(q["admitted"], q["arrival"])
+    assert np.all(q["first_token"] > q["admitted"]) and np.all(q["finished"] > q["first_token"])
+    s = summarize(res, 0.1)
+    assert s.completed == n - 5 and s.queue_wait_mean_s == 0.0
+    assert s.tpot_p50_s == pytest.approx(s.tpot_p99_s, rel=1e-6)
+    # every token is emitted: output throughput = tokens / (last finish - first arrival)
+    assert s.achieved_tok_s == pytest.approx(n * 16 / (q["finished"].max() - q["arrival"].min()))
+
+
+def test_open_loop_rejects_unsorted_arrivals(single_server):
+    setup, pair = single_server
+    with pytest.raises(SimError, match="sorted arrival times"):
+        simulate_core(
+            setup,
+            pair,
+            np.full((1, 3), 64.0),
+            np.full((1, 3), 8),
+            serving=Continuous(1, 0, True),
+            arrivals=np.array([[0.0, 2.0, 1.0]]),
+        )
+
+
+def test_request_mix_stays_inside_the_sequence_budget():
+    mix = RequestMix(np.array([10, 900, 3000]), LengthDist(256, 1.5, 16), 1024)
+    prompt, out = mix.draw(5000, np.random.default_rng(0))
+    assert prompt.max() <= 512 and prompt.min() >= 10
+    assert np.all(prompt + out <= 1024) and out.min() >= 16
+    assert (
+        abs(
+            np.median(
+                RequestMix(LengthDist(100, 0.5, 1), LengthDist(256, 0.7, 16), 4096).draw(
+                    4001, np.random.default_rng(1)
+                )[1]
+            )
+            - 256
+        )
+        < 15
+    )
+
+
+def test_best_policies_ranks_the_observable_policies_by_their_gap_to_the_oracle():
+    gaps = pd.DataFrame(
+        {
+            "system": ["SADDLE"] * 4 + ["GPU-SD"],
+            "policy": ["oracle", "fixed", "goodput", "rejection_risk", "goodput"],
+            "mean_vs_oracle": [1.0, 0.8, 0.7, 0.9, 0.95],
+        }
+    )
+    assert best_policies(gaps, "SADDLE", 2) == ("rejection_risk", "fixed")
+    assert best_policies(gaps, "SADDLE", 0) == ()
+    with pytest.raises(SimError, match="no rows of system 'PIM-SD'"):
+        best_policies(gaps, "PIM-SD", 1)
