@@ -105,7 +105,9 @@ def test_acceptance_rises_with_the_calibration_shift(model):
 
 
 def test_calibrate_shift_recovers_a_reachable_target(model):
-    target = dict(zip((4, 8, 12), rates_for_shift(model, 0.8, (4, 8, 12), 1000, 128, 5), strict=True))
+    # the target's streams are drawn apart from the calibration's (another seed, 4x as many): a shift
+    # recovered only through common random numbers would not come back
+    target = dict(zip((4, 8, 12), rates_for_shift(model, 0.8, (4, 8, 12), 4000, 128, 11), strict=True))
     cal = calibrate_shift(model, target, n=1000, t=128, seed=5)
     assert cal["shift"] == pytest.approx(0.8, abs=0.05)
     assert cal["max_abs_error"] < 0.01
@@ -261,7 +263,8 @@ def test_heldout_check_on_a_profile_drawn_from_the_model(model):
     assert res["rate_generated"] == pytest.approx(res["rate_train"], abs=0.02)  # reproduces what it fitted
     assert res["diff_lo"] < 0 < res["diff_hi"] and res["rate_lo"] < res["rate_generated"] < res["rate_hi"]
     assert res["diff_lo"] <= res["rate_test"] - res["rate_train"] <= res["diff_hi"]
-    assert 0 < res["chi2_bootstrap_pvalue_d4"] <= 1
+    # the profile is drawn from the model family itself: the held-out test must not reject it
+    assert 0.05 <= res["chi2_bootstrap_pvalue_d4"] <= 1 and 0.05 <= res["chi2_bootstrap_pvalue_d8"] <= 1
     assert res["chi2_refit_pvalue_d4"] >= res["chi2_bootstrap_pvalue_d4"] - 0.05  # a wider null
     assert 0 < res["calibration_max_abs_diff"] <= res["calibration_max_abs_diff_hi"] < 0.3
 

@@ -50,3 +50,46 @@ def test_no_window_reaches_the_target():
     conf, acc = calibrated_streams(100, 64, 2)
     res = calibrate_tau(conf, np.zeros_like(acc), d_max=8)
     assert not res["feasible"] and res["window"] is None
+
+
+def _brute_force_tau(conf, acc, d_max, window=0.2, target=0.9, grid=21):
+    """The paper's procedure written out with the scalar replay: every 20 % window of H, every grid point."""
+    h, passed = [], []
+    for c, m in zip(conf, acc, strict=True):
+        for step in scalar.replay(m, np.full(len(c), d_max)).itertuples():
+            for j in range(1, d_max + 1):
+                h.append(np.prod(c[step.start : step.start + j]))
+                passed.append(step.accepted >= j)
+    h, passed = np.array(h), np.array(passed)
+
+    def mean_draft(tau):
+        return np.mean([scalar.running_product_lengths(c, tau, d_max) for c in conf])
+
+    windows = []
+    for k in range(int(round((1 - window) / 0.05)) + 1):
+        lo = round(0.05 * k, 10)
+        sel = (h >= lo) & (h <= lo + window)
+        if sel.sum() >= 20 and passed[sel].mean() >= target:
+            windows.append((mean_draft(lo), -k, lo))
+    if not windows:
+        return None
+    lo = max(windows)[2]  # the longest mean draft; the lowest window on a tie
+    points = []
+    for i, tau in enumerate(np.linspace(lo, lo + window, grid)):
+        if success_at(conf, acc, tau, d_max)[0] >= target:
+            points.append((mean_draft(tau), -i, tau))
+    return lo, max(points)[2] if points else None
+
+
+@pytest.mark.parametrize(("power", "seed"), [(0.5, 3), (0.35, 4), (0.6, 5)])
+def test_tau_is_the_window_and_grid_point_a_brute_force_search_picks(power, seed):
+    """Pins which window and which grid point win: the longest mean draft among the windows (grid
+    points) that reach the target success rate."""
+    conf, acc = calibrated_streams(30, 48, seed, power=power)
+    res = calibrate_tau(conf, acc, d_max=6, target=0.9)
+    want = _brute_force_tau(conf, acc, 6)
+    assert want is not None and res["feasible"]
+    assert res["window"][0] == pytest.approx(want[0])
+    assert res["tau"] == pytest.approx(want[1])
+    # a different window or grid point would draft less: the choice is not a tie
+    assert res["mean_draft"] == pytest.approx(np.mean([scalar.running_product_lengths(c, res["tau"], 6) for c in conf]))

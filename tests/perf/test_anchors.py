@@ -20,12 +20,17 @@ def rows(table, anchor, **eq):
     return sel
 
 
-def test_gpt_fast_decode_within_20_percent(table):
+# Tolerances sit just above the errors docs/costmodel.md states, so a drift fails here; when a number
+# legitimately moves, the table there changes in the same commit.
+
+
+def test_gpt_fast_decode_errors_are_the_documented_ones(table):
     """gpt-fast README (github pytorch-labs/gpt-fast): A100-80GB SXM at 330 W, batch 1, FP16:
-    Llama-2-7B TP1/2/4/8 = 104.9/168.8/254.0/328.4 tok/s, Llama-2-70B TP2/4/8 = 21.3/38.0/62.5."""
+    Llama-2-7B TP1/2/4/8 = 104.9/168.8/254.0/328.4 tok/s (fitted: < 0.4 %), Llama-2-70B TP2/4/8 =
+    21.3/38.0/62.5 (held out: -2.4 / -0.4 / +0.4 %)."""
     sel = rows(table, "gpt-fast")
     assert len(sel) == 7
-    bad = sel[sel.rel_error.abs() > 0.20]
+    bad = sel[sel.rel_error.abs() > sel.use.map({"fit": 0.005, "holdout": 0.03})]
     assert bad.empty, bad[["point", "measured", "predicted", "rel_error"]]
 
 
@@ -33,7 +38,7 @@ def test_gpt_fast_holdout_is_not_fitted(table):
     """Only Llama-2-7B rows are fitted; the 70B rows are predictions."""
     held = rows(table, "gpt-fast", use="holdout")
     assert set(held.point) == {"Llama-2-70B TP2", "Llama-2-70B TP4", "Llama-2-70B TP8"}
-    assert (held.rel_error.abs() <= 0.20).all()
+    assert (held.rel_error.abs() <= 0.03).all()
 
 
 def test_committed_gpt_fast_runtime_is_the_fit(ws):
@@ -46,14 +51,14 @@ def test_committed_gpt_fast_runtime_is_the_fit(ws):
     assert committed.allreduce_step_s == pytest.approx(fit.allreduce_step_s, rel=0.01)
 
 
-def test_attacc_gpu_only_gpt3_within_15_percent(table):
+def test_attacc_gpu_only_gpt3_error_is_the_documented_one(table):
     """AttAcc simulator (github scale-snu/attacc_simulator), GPU only, GPT-3 175B on 8 x A100a (HBM3
-    3352 GB/s), 2048 in / 128 out, batch 1: 31.03 ms/token."""
+    3352 GB/s), 2048 in / 128 out, batch 1: 31.03 ms/token (ours -10.7 %)."""
     total = rows(table, "AttAcc GPU", metric="ms_per_token").iloc[0]
-    assert abs(total.rel_error) <= 0.15, total
+    assert -0.115 <= total.rel_error <= -0.10, total
     # Components that follow the same formulas as AttAcc agree closely (attention does not: see README).
     for metric in ("fc_ms", "allreduce_ms", "act_norm_ms"):
-        assert abs(rows(table, "AttAcc GPU", metric=metric).iloc[0].rel_error) <= 0.05
+        assert abs(rows(table, "AttAcc GPU", metric=metric).iloc[0].rel_error) <= 0.02
 
 
 def test_vidur_linear_layers_flat_then_bend(table):
@@ -63,14 +68,16 @@ def test_vidur_linear_layers_flat_then_bend(table):
     t = {n: tp1.loc[f"Llama-2-70B TP1 {n} tok", "predicted"] for n in (1, 16, 256)}
     assert t[16] / t[1] < 1.10
     assert t[256] / t[1] > 1.5
-    assert abs(tp1.loc["Llama-2-70B TP1 1 tok", "rel_error"]) <= 0.10
+    assert abs(tp1.loc["Llama-2-70B TP1 1 tok", "rel_error"]) <= 0.02
 
 
 def test_llmcompass_gemm_throughput(table):
     """LLMCompass (github PrincetonUniversity/LLMCompass) ae/figure5 real A100: M x 12288 x 12288 GEMM
-    reaches 101.7 / 193 / 243 / ~290 TFLOPS at M = 64 / 128 / 256 / 8192."""
-    sel = rows(table, "LLMCompass GEMM")
-    assert (sel.rel_error.abs() <= 0.20).all(), sel
+    reaches 101.7 / 193 / 243 / ~290 TFLOPS at M = 64 / 128 / 256 / 8192 (ours -2 / +2 / +3 / -14 %: the
+    model's ceiling is 312 TFLOPS x eta_c 0.80 = 250 TFLOPS, below the 290 measured at large M)."""
+    sel = rows(table, "LLMCompass GEMM").set_index("point").rel_error
+    assert (sel.drop("M=8192").abs() <= 0.03).all(), sel
+    assert abs(sel["M=8192"]) <= 0.145, sel
 
 
 def test_pim_attention_effective_bandwidth_in_published_range(hw):

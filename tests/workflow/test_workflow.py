@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,6 +139,12 @@ def test_end_to_end_twice_is_deterministic_and_incremental(tmp_path):
     )
     assert out_a == outputs(b)
     assert "figures/fig12_throughput.pdf" in out_a and "results/paper_comparison.csv" in out_a
+    # the tables behind the pictures hold the run's numbers, not just files
+    comparison = pd.read_csv(a / "results/paper_comparison.csv")
+    assert len(comparison) == 8 and comparison.ours.between(0.2, 10).all()
+    fig12 = pd.read_csv(a / "results/figures/fig12_throughput.csv")
+    assert fig12.groupby("pair").system.nunique().eq(5).all() and (fig12.throughput_tok_s > 0).all()
+    assert (fig12[fig12.system == "GPU-AD"].normalized == 1).all()
     run(["--configfile", str(ROOT / "config" / "config.yaml"), str(tiny), "--report", "report.html"], a)
     html = (a / "report.html").read_text(errors="replace")
     assert "fig06_roofline" in html and "validation_gpu" in html

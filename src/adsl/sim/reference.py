@@ -82,7 +82,8 @@ def simulate_one(
     energy_j = sum(it["energy"] for it in measured)
     if setup.static_power:
         energy_j += setup.system.static_power_w * time_s
-    return {"time_s": time_s, "energy_j": energy_j, "tokens": sum(it["emitted"] for it in measured)}
+    tokens = sum(it["emitted"] for it in measured)
+    return {"time_s": time_s, "energy_j": energy_j, "tokens": tokens, "iterations": len(measured)}
 
 
 def simulate_micro_batches(setup: Setup, pair, prompt, out, accept=None, lengths=None, serving=None, groups=2):
