@@ -49,7 +49,9 @@ def test_underconfident_draft_gives_a_feasible_tau_and_a_lower_target_drafts_lon
 def test_no_window_reaches_the_target():
     conf, acc = calibrated_streams(100, 64, 2)
     res = calibrate_tau(conf, np.zeros_like(acc), d_max=8)
-    assert not res["feasible"] and res["window"] is None
+    assert not res["feasible"] and res["window"] is None and res["tau"] == 1.0
+    # the curve is still reported: every drafted position of fixed d = 8 drafting, none passed
+    assert res["curve"]["count"].sum() > 0 and np.nansum(res["curve"]["success"]) == 0
 
 
 def _brute_force_tau(conf, acc, d_max, window=0.2, target=0.9, grid=21):
@@ -93,3 +95,55 @@ def test_tau_is_the_window_and_grid_point_a_brute_force_search_picks(power, seed
     assert res["tau"] == pytest.approx(want[1])
     # a different window or grid point would draft less: the choice is not a tie
     assert res["mean_draft"] == pytest.approx(np.mean([scalar.running_product_lengths(c, res["tau"], 6) for c in conf]))
+
+
+def test_success_curve_bins_by_hand():
+    from adsl.fitting.tau import success_curve
+
+    h = np.array([0.0, 0.05, 0.24, 0.26, 0.5, 0.99, 1.0])
+    passed = np.array([0, 1, 1, 0, 1, 1, 1], dtype=bool)
+    c = success_curve(h, passed, bins=4)  # edges 0, .25, .5, .75, 1; H = 1 falls in the last bin
+    np.testing.assert_allclose(c["h_lo"], [0, 0.25, 0.5, 0.75])
+    np.testing.assert_allclose(c["h_hi"], [0.25, 0.5, 0.75, 1.0])
+    assert c["count"].tolist() == [3, 1, 1, 2]
+    np.testing.assert_allclose(c["success"], [2 / 3, 0, 1, 1])
+    empty = success_curve(np.array([0.1]), np.array([True]), bins=2)
+    assert empty["count"].tolist() == [1, 0] and np.isnan(empty["success"][1])
+
+
+def test_running_products_record_every_drafted_position_by_hand():
+    from adsl.fitting.tau import running_products
+
+    conf = np.array([[0.5, 0.8, 0.9, 0.5, 0.5, 0.5, 0.5]])
+    acc = np.array([[True, False, True, True, True, True, True]])
+    h, passed = running_products(conf, acc, d_max=2)
+    # fixed d = 2: start 0 drafts (.5, .8) and keeps 1, start 2 drafts (.9, .5) and keeps both,
+    # start 5 drafts (.5, .5) and keeps both
+    np.testing.assert_allclose(h, [0.5, 0.4, 0.9, 0.45, 0.5, 0.25])
+    assert passed.tolist() == [True, False, True, True, True, True]
+
+
+def test_the_continuation_boost_reaches_every_step_of_the_procedure():
+    """A calibration's continuation term raises later tokens' confidence: longer drafts at the same
+    tau, more products above it, and a different tau."""
+    from adsl.fitting.tau import mean_draft, running_products
+
+    conf, acc = calibrated_streams(60, 64, 8, power=0.5)
+    assert mean_draft(conf, 0.5, 8, boost=1.0) > mean_draft(conf, 0.5, 8)
+    assert running_products(conf, acc, 8, boost=1.0)[0].mean() > running_products(conf, acc, 8)[0].mean()
+    assert success_at(conf, acc, 0.5, 8, boost=1.0) != success_at(conf, acc, 0.5, 8)
+    plain, boosted = calibrate_tau(conf, acc, d_max=8), calibrate_tau(conf, acc, d_max=8, boost=1.0)
+    assert (boosted["tau"], boosted["mean_draft"]) != (plain["tau"], plain["mean_draft"])
+
+
+def test_the_procedure_defaults_are_the_papers():
+    import inspect
+
+    params = inspect.signature(calibrate_tau).parameters
+    assert {k: params[k].default for k in ("d_max", "window", "target", "grid", "boost")} == {
+        "d_max": 16,
+        "window": 0.2,
+        "target": 0.9,
+        "grid": 21,
+        "boost": 0.0,
+    }

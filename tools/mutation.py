@@ -1,0 +1,136 @@
+"""Mutation testing of the modules whose bugs change published numbers (mutmut 3; not in CI: too slow).
+
+    pip install -e '.[test,mutation]'
+    python tools/mutation.py                       # every module below, about an hour on 2 cores
+    python tools/mutation.py fitting/tau.py        # one module (paths under src/adsl/)
+
+It clones HEAD into a scratch folder (mutmut writes its mutants/ there, never into the working tree),
+runs mutmut with the package's fast tests (those that import adsl in-process: a Snakemake subprocess
+never sees a mutant), and prints per module the mutants killed and survived, the score, and every
+survivor with its diff and, when tools/mutation_survivors.yaml lists it, the reason it is equivalent or
+accepted. ``--report FILE`` also writes the report as Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+MODULES = [
+    "sim/core.py",
+    "sim/engine.py",
+    "sim/pools.py",
+    "sim/scheduler.py",
+    "fitting/tau.py",
+    "fitting/generator.py",
+    "perf/cost.py",
+    "figures/breakdown.py:paper_average_gain,paper_comparison_table",  # the paper comparison only
+]
+TESTS = ["tests/sim", "tests/fitting", "tests/perf", "tests/figures", "tests/test_config.py"]
+REASONS = ROOT / "tools" / "mutation_survivors.yaml"
+
+
+def _config(modules: list[str]) -> str:
+    only = ", ".join(f'"src/adsl/{m}"' for m in modules)
+    tests = ", ".join(f'"{t}"' for t in TESTS)
+    return f"""
+[tool.mutmut]
+source_paths = ["src/adsl"]
+only_mutate = [{only}]
+pytest_add_cli_args_test_selection = [{tests}]
+pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]
+also_copy = ["config", "data", "src", "workflow", "Snakefile", "profiles"]
+"""
+
+
+def _mutmut(work: Path, *args: str) -> str:
+    exe = Path(sys.executable).with_name("mutmut")
+    res = subprocess.run([str(exe), *args], cwd=work, capture_output=True, text=True)
+    if res.returncode not in (0, 1):
+        tail = f"{res.stdout[-2000:]}\n{res.stderr[-2000:]}"
+        raise SystemExit(f"mutmut {' '.join(args)} failed ({res.returncode}):\n{tail}")
+    return res.stdout
+
+
+def _diff(work: Path, name: str) -> str:
+    """The mutated lines of one mutant, '-old / +new'."""
+    text = _mutmut(work, "show", name).splitlines()
+    old = [ln[1:].strip() for ln in text if ln.startswith("-") and not ln.startswith("---")]
+    new = [ln[1:].strip() for ln in text if ln.startswith("+") and not ln.startswith("+++")]
+    return f"-{' '.join(old)} / +{' '.join(new)}"
+
+
+def _in(name: str, dotted: str, functions: list[str] | None) -> bool:
+    return functions is None or name.removeprefix(dotted).split("__mutmut_")[0].removeprefix("x_") in functions
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "modules",
+        nargs="*",
+        default=MODULES,
+        help="paths under src/adsl/, optionally with ':f,g' to report only those functions (default: MODULES)",
+    )
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--workdir", type=Path, help="scratch folder (default: a new temporary one)")
+    ap.add_argument("--report", type=Path, help="also write the report here (Markdown)")
+    args = ap.parse_args(argv)
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="adsl-mutation-"))
+    if not (work / ".git").exists():
+        subprocess.run(["git", "clone", "-q", str(ROOT), str(work)], check=True)
+    files = {m.split(":")[0]: (m.split(":")[1].split(",") if ":" in m else None) for m in args.modules}
+    with open(work / "pyproject.toml", "a") as f:
+        f.write(_config(list(files)))
+    _mutmut(work, "run", "--max-children", str(args.jobs))
+    status = {}
+    for line in _mutmut(work, "results", "--all", "true").splitlines():
+        m = re.match(r"\s*(\S+): (\S+)", line)
+        if m:
+            status[m.group(1)] = m.group(2)
+    reasons = yaml.safe_load(REASONS.read_text()) if REASONS.exists() else {}
+    # other: no test reaches the mutant, or mutmut could not run it; counted as not killed
+    out = ["| module | mutants | killed | survived | other | score |", "|---|---|---|---|---|---|"]
+    survivors = []
+    for module, functions in files.items():
+        dotted = "adsl." + module.removesuffix(".py").replace("/", ".") + "."
+        mine = {k: v for k, v in status.items() if k.startswith(dotted) and _in(k, dotted, functions)}
+        count = Counter(mine.values())
+        killed = count["killed"] + count["timeout"]
+        tested = len(mine) - count["skipped"]
+        score = 100.0 * killed / tested if tested else float("nan")
+        other = tested - killed - count["survived"]
+        label = module + (f" ({', '.join(functions)})" if functions else "")
+        out.append(f"| {label} | {tested} | {killed} | {count['survived']} | {other} | {score:.1f} % |")
+        for name in sorted(k for k, v in mine.items() if v == "survived"):
+            func = name.removeprefix(dotted).split("__mutmut_")[0].removeprefix("x_")
+            diff = _diff(work, name)
+            why = (reasons.get(module) or {}).get(func, {}).get(diff, "")
+            survivors.append(f"| {module} | {func} | `{diff}` | {why or 'open'} |")
+    report = "\n".join(
+        [
+            "# Mutation report",
+            "",
+            *out,
+            "",
+            "| module | function | mutation | reason it survives |",
+            "|---|---|---|---|",
+            *survivors,
+        ]
+    )
+    print(report)
+    if args.report:
+        args.report.write_text(report + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
