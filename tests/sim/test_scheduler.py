@@ -60,3 +60,33 @@ def test_dynamic_placement_beats_every_static_placement(models, hw):
     assert (dyn["time_s"] <= np.min(times, axis=0) * (1 + 1e-9)).all()
     assert 0.0 <= dyn["placement"]["target_attention_on_pim"] <= 1.0
     assert dyn["tokens"].tolist() == [3200, 3200]
+
+
+@pytest.mark.parametrize(("model", "family"), [("OPT-1.3B", "fc"), ("OPT-6.7B", "fc"), ("OPT-66B", "attention")])
+def test_intensity_threshold_is_where_the_gpu_pass_stops_losing(models, hw, model, family):
+    """The documented scan: FC over 1..1024 requests of one token (attention on PIM), attention over
+    1..64 query tokens of 16 requests (FC on the GPU), 1024 cached tokens; the threshold is the
+    intensity of the first point where the GPU pass is no slower, and PIM wins every point before it."""
+    s, m = hw.system("saddle"), models.model(model)
+    if family == "fc":
+        n, q, other = np.arange(1, 1025, dtype=float), 1.0, {"attention": "pim"}
+    else:
+        n, q, other = 16.0, np.arange(1, 65, dtype=float), {"fc": "gpu"}
+    t = {d: batch_pass(m, s, n, q, 1024.0, {family: d, **other}, TEN).time_s for d in ("gpu", "pim")}
+    ai = family_intensity(m, family, n, q, 1024.0)
+    gpu_wins = t["gpu"] <= t["pim"]
+    assert gpu_wins.any() and not gpu_wins.all()  # a real crossing inside the scan
+    first = int(np.argmax(gpu_wins))
+    assert intensity_threshold(m, s, family, TEN) == pytest.approx(float(ai[first]), rel=1e-12)
+    assert (t["gpu"][:first] > t["pim"][:first]).all()
+
+
+def test_effective_rooflines_by_hand(hw):
+    from adsl.sim.scheduler import effective_rooflines
+
+    s = hw.system("saddle")
+    roofs = effective_rooflines(s)
+    assert list(roofs) == ["GPU", "PIM"]
+    assert roofs["GPU"] == pytest.approx((s.gpu.peak_flops * s.gpu.eta_compute, s.weight_bw_bytes_s * s.gpu.eta_memory))
+    k = s.stacks_per_gpu
+    assert roofs["PIM"] == pytest.approx((s.pim.pe_flops * k, s.pim.internal_bw_bytes_s * k))
