@@ -147,3 +147,17 @@ def test_the_procedure_defaults_are_the_papers():
         "grid": 21,
         "boost": 0.0,
     }
+
+
+def test_windows_stop_at_the_top_of_the_h_range():
+    """Windows cover [lo, lo + 0.2] for lo up to 0.8, never past H = 1: here only H >= 0.85 passes and
+    tokens of confidence 0.82 are frequent, so [0.8, 1.0] misses 90 % and no window is feasible (a window
+    starting above 0.8 would cover only passing tokens)."""
+    rng = np.random.default_rng(0)
+    conf = np.where(rng.random((200, 40)) < 0.3, 0.82, 0.97)
+    acc = conf > 0.9
+    from adsl.fitting.tau import running_products
+
+    h, passed = running_products(conf, acc, 4)
+    assert passed[(h >= 0.85)].all() and passed[(h >= 0.8) & (h <= 1.0)].mean() < 0.9
+    assert not calibrate_tau(conf, acc, d_max=4)["feasible"]
