@@ -1,7 +1,15 @@
 import numpy as np
 import pytest
 
-from adsl.perf.cost import allreduce_cost, default_mapping, gpu_op_cost, pass_cost, pim_op_cost
+from adsl.perf.cost import (
+    allreduce_cost,
+    check_mapping,
+    default_mapping,
+    gpu_op_cost,
+    op_cost,
+    pass_cost,
+    pim_op_cost,
+)
 from adsl.perf.hardware import gpu_only_system
 from adsl.perf.operators import Op, attention, decoder_ops
 from adsl.perf.operators import gemm as gemm_op
@@ -132,3 +140,62 @@ def test_tensor_parallel_shards_weights(models, hw):
     t1 = pass_cost(m, gpu_only_system(hw.gpus["A100-80GB-SXM"], 1, rt), 1, 1, 100).time_by("cls")["fc"]
     t8 = pass_cost(m, gpu_only_system(hw.gpus["A100-80GB-SXM"], 8, rt), 1, 1, 100).time_by("cls")["fc"]
     assert float(t1 / t8) == pytest.approx(8, rel=0.1)
+
+
+def test_pim_attention_by_hand_memory_and_compute_bound(hw):
+    """10 (request, KV head) units on 4 stacks (3 on the busiest), 1000 cached tokens rounded up to
+    1008, head dim 128, FP16: 258,048 bytes of K per unit."""
+    import dataclasses
+
+    pim = hw.pims["HBM3-PIM"]
+    op = attention("attn_score", np.asarray(1.0), np.asarray(1000.0), 128.0, np.asarray(10.0), 2.0)
+    unit = 1000 * 128 * 2 * 1008 / 1000
+    # PEs 4x faster than the bank stream: memory-bound, one sweep per query
+    fast = dataclasses.replace(pim, flop_per_internal_byte=4.0)
+    t, e = pim_op_cost(op, fast, 4)
+    assert t == pytest.approx(3 * unit / fast.internal_bw_bytes_s + fast.call_fixed_s, rel=1e-12)
+    flops = 2 * 1000 * 128 * 10
+    assert e == pytest.approx((unit * 10 * fast.bank_read_pj_per_byte + flops * fast.pj_per_flop) * 1e-12, rel=1e-12)
+    # nine queries from registers in one sweep: compute-bound, 9 x 2 x 1008 x 128 FLOPs per unit
+    regs = dataclasses.replace(pim, queries_per_pass=16)
+    op9 = attention("attn_score", np.asarray(9.0), np.asarray(1000.0), 128.0, np.asarray(10.0), 2.0)
+    t9, _ = pim_op_cost(op9, regs, 4)
+    assert t9 == pytest.approx(3 * 9 * 2 * 1008 * 128 / regs.pe_flops + regs.call_fixed_s, rel=1e-12)
+    with pytest.raises(ValueError, match="operator class 'allreduce' cannot run on PIM"):
+        pim_op_cost(dataclasses.replace(op, cls="allreduce"), pim, 4)
+
+
+def test_attention_time_factor_scales_only_attention(hw):
+    import dataclasses
+
+    s = hw.system("dgx-a100")
+    slow = dataclasses.replace(s.runtime, attention_time_factor=2.0)
+    att = attention("attn_score", np.asarray(1.0), np.asarray(2048.0), 128.0, np.asarray(64.0), 2.0)
+    fc = gemm_op("qkv", np.asarray(4.0), 8192, 8192, 2.0)
+    for op, factor in ((att, 2.0), (fc, 1.0)):
+        t1, e1 = gpu_op_cost(op, s.gpu, s.runtime)
+        t2, e2 = gpu_op_cost(op, s.gpu, slow)
+        fixed = s.runtime.fixed_s[op.cls]
+        assert t2 - fixed == pytest.approx(factor * (t1 - fixed), rel=1e-12) and e2 == e1
+
+
+def test_weights_in_pim_stream_at_the_stacks_external_bandwidth(hw):
+    """SADDLE keeps weights in the stacks: the GPU reads them over the stacks' links (5 x 670.4 GB/s
+    here, which happens to equal an A100a's HBM3); with slower links FC passes slow down."""
+    import dataclasses
+
+    s = hw.system("saddle")
+    slow_links = dataclasses.replace(s, pim=dataclasses.replace(s.pim, external_bw_bytes_s=200e9))
+    assert slow_links.weight_bw_bytes_s == pytest.approx(5 * 200e9)
+    fc = gemm_op("qkv", np.asarray(1.0), 8192, 8192, 2.0)
+    t, _ = op_cost(fc, slow_links, "gpu")
+    assert t == pytest.approx(gpu_op_cost(fc, s.gpu, s.runtime, 5 * 200e9)[0], rel=1e-12)
+    assert t > op_cost(fc, s, "gpu")[0] * 3
+
+
+def test_bad_mappings_say_what_is_allowed(hw):
+    s = hw.system("saddle")
+    with pytest.raises(ValueError, match=r"mapping 'fc' -> 'tpu': families fc/attention, devices \('gpu', 'pim'\)"):
+        check_mapping(s, {"fc": "tpu"})
+    with pytest.raises(ValueError, match=r"mapping 'moe' -> 'gpu'"):
+        check_mapping(s, {"moe": "gpu"})
