@@ -104,6 +104,25 @@ def test_paper_comparison_uses_the_papers_averaging(ws, tmp_path):
         assert row.paper == paper[key]
         assert row.ratio_ours_to_paper == pytest.approx(expected[key] / paper[key], rel=1e-12), key
         assert row.points == 2
+    headlines = pd.read_csv(ws.path("data/paper_headlines.csv"))
+    assert df.source.tolist() == headlines.source.tolist()
+
+
+def test_paper_comparison_names_what_is_missing(ws, tmp_path):
+    from adsl.figures.breakdown import paper_average_gain
+
+    rows = pd.DataFrame(
+        {"pair": "p", "batch": 1, "system": ["GPU-AD", "SADDLE"], "throughput_tok_s": [1.0, 2.0], "tokens_per_j": 1.0}
+    )
+    with pytest.raises(ValueError, match=r"paper average: no throughput_tok_s rows for \['PIM-SD'\]"):
+        paper_average_gain(rows, "throughput_tok_s", "SADDLE", "PIM-SD")
+    path, heads = tmp_path / "main.parquet", tmp_path / "heads.csv"
+    rows.to_parquet(path)
+    pd.DataFrame({"source": ["s"], "metric": ["latency"], "baseline": ["GPU-AD"], "paper_value": [2.0]}).to_csv(
+        heads, index=False
+    )
+    with pytest.raises(ValueError, match=r"metric 'latency' unknown; known: \['energy_efficiency', 'throughput'\]"):
+        compute_table("paper_comparison", ws, experiment=str(path), headlines=str(heads))
 
 
 def test_area_table_reproduces_section_iv(ws):
