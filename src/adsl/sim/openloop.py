@@ -114,9 +114,7 @@ def summarize(res: RunResult, rate: float) -> LoadPoint:
     )
 
 
-def open_loop_point(inputs, arrivals: np.ndarray, warmup: int) -> RunResult:
-    """One open-loop run of a configured point (``adsl.sim.experiment.point_inputs``)."""
-    serving = Continuous(inputs.serving.slots if inputs.serving else inputs.batch, warmup, True)
+def _simulate(inputs, serving: Continuous, arrivals: np.ndarray | None = None) -> RunResult:
     return simulate_core(
         inputs.setup,
         inputs.pair,
@@ -131,20 +129,15 @@ def open_loop_point(inputs, arrivals: np.ndarray, warmup: int) -> RunResult:
     )
 
 
+def open_loop_point(inputs, arrivals: np.ndarray, warmup: int) -> RunResult:
+    """One open-loop run of a configured point (``adsl.sim.experiment.point_inputs``)."""
+    serving = Continuous(inputs.serving.slots if inputs.serving else inputs.batch, warmup, True)
+    return _simulate(inputs, serving, arrivals)
+
+
 def simulate_point_closed(inputs) -> RunResult:
     """The same requests all queued at time 0 (closed loop, continuous batching): the saturation rate."""
-    serving = Continuous(inputs.batch, min(inputs.batch, inputs.out.shape[1] // 4), True)
-    return simulate_core(
-        inputs.setup,
-        inputs.pair,
-        inputs.prompts,
-        inputs.out,
-        inputs.accept,
-        inputs.lengths,
-        inputs.confidence,
-        inputs.confidence_later,
-        serving,
-    )
+    return _simulate(inputs, Continuous(inputs.batch, min(inputs.batch, inputs.out.shape[1] // 4), True))
 
 
 def open_loop_inputs(ws, sim, point: Point, models, taus, prompt: np.ndarray, out: np.ndarray) -> PointInputs:
