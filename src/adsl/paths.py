@@ -3,6 +3,8 @@ files and the table registry (``adsl.figures.registry``) both build their paths 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 TAU = "results/acceptance/tau.csv"
 HEADLINES = "data/paper_headlines.csv"  # committed: the paper's headline gains
 AREA_COMPONENTS = "data/area_components.csv"  # committed: the paper's area figures
@@ -26,6 +28,14 @@ def pair_model(pair: str, category: str) -> str:
 def pair_models(pairs, categories) -> list[str]:
     """Every category's model of every pair in ``pairs``."""
     return [pair_model(p, c) for p in pairs for c in categories]
+
+
+def models_by_pair(files) -> dict[str, dict[str, str]]:
+    """pair -> category -> file, for acceptance-model files laid out as ``pair_model`` lays them out."""
+    out: dict[str, dict[str, str]] = {}
+    for f in files:
+        out.setdefault(Path(f).parent.name, {})[Path(f).stem] = str(f)
+    return out
 
 
 def experiment(name: str) -> str:

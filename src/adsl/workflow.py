@@ -288,18 +288,15 @@ def calibration_check(
 
 # -- stage 3: simulation ----------------------------------------------------------------------------
 def _model_paths(models: list) -> dict[str, dict[str, str]]:
-    """pair -> category -> acceptance-model file, from results/acceptance/<pair>/<category>.json paths."""
-    out: dict[str, dict[str, str]] = {}
-    for p in models:
-        out.setdefault(Path(p).parent.name, {})[Path(p).stem] = p
-    return out
+    from adsl.paths import models_by_pair
+
+    return models_by_pair(models)
 
 
 def _taus(tau: str | None) -> dict | None:
-    if tau is None:
-        return None
-    t = pd.read_csv(tau)
-    return {pair: dict(zip(g.category, g.tau.astype(float), strict=True)) for pair, g in t.groupby("pair")}
+    from adsl.fitting.tau import read_taus
+
+    return None if tau is None else read_taus(tau)
 
 
 def experiment(

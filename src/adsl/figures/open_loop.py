@@ -10,6 +10,8 @@ import pandas as pd
 import seaborn as sns
 
 from adsl.fitting.modelfile import read_model
+from adsl.fitting.tau import read_taus
+from adsl.paths import models_by_pair
 from adsl.profiling.traces import read_profile
 from adsl.sim.openloop import RequestMix, best_policies, run_open_loop
 from adsl.sim.systems import in_order
@@ -25,9 +27,8 @@ def serving_table(
     ``gaps``: the policy zoo's gap table (when the configuration asks for its best N policies)."""
     sim = ws.settings.simulation
     spec = sim.open_loop
-    accept = {m["category"]: m for m in (read_model(p) for p in models if f"/{spec.pair}/" in p.replace("\\", "/"))}
-    t = pd.read_csv(tau)
-    taus = dict(zip(t[t.pair == spec.pair].category, t[t.pair == spec.pair].tau.astype(float), strict=True))
+    accept = {c: read_model(p) for c, p in models_by_pair(models)[spec.pair].items()}
+    taus = read_taus(tau)[spec.pair]
     prompts = spec.prompt_len
     if prompts is None:
         prompts = read_profile(profile).requests.prompt_len.to_numpy()

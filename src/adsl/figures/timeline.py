@@ -10,6 +10,8 @@ import pandas as pd
 import seaborn as sns
 
 from adsl.fitting.modelfile import read_model
+from adsl.fitting.tau import read_taus
+from adsl.paths import models_by_pair
 from adsl.sim.experiment import Point, point_inputs, simulate_point
 from adsl.sim.resources import Layout
 from adsl.workspace import Workspace
@@ -22,10 +24,8 @@ def timeline_table(ws: Workspace, models: list[str], tau: str) -> pd.DataFrame:
     steady state (one replica), in ms from the slice's start; contiguous intervals of a kind merged."""
     cfg = ws.settings.simulation.timeline
     sim = dataclasses.replace(ws.settings.simulation, replicas=1)
-    paths = [p for p in models if f"/{cfg.pair}/" in p.replace("\\", "/")]
-    accept = {read_model(p)["category"]: read_model(p) for p in paths}
-    t = pd.read_csv(tau)
-    taus = dict(zip(t[t.pair == cfg.pair].category, t[t.pair == cfg.pair].tau.astype(float), strict=True))
+    accept = {c: read_model(p) for c, p in models_by_pair(models)[cfg.pair].items()}
+    taus = read_taus(tau)[cfg.pair]
     rows = []
     for system in cfg.systems:
         point = Point(cfg.pair, system, cfg.batch, sim.draft_length, sim.seq_len(cfg.pair), "warn")

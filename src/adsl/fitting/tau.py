@@ -9,8 +9,15 @@ least 90 %; grid-search tau inside it for the longest average draft at >= 90 % s
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from adsl.fitting.generator import draft_log_products, fixed_lengths, replay_lengths, running_product_lengths
+
+
+def read_taus(path) -> dict[str, dict[str, float]]:
+    """pair -> category -> tau, from the tau table the workflow writes (``adsl.paths.TAU``)."""
+    t = pd.read_csv(path)
+    return {pair: dict(zip(g.category, g.tau.astype(float), strict=True)) for pair, g in t.groupby("pair")}
 
 
 def running_products(conf: np.ndarray, acc: np.ndarray, d_max: int, boost: float = 0.0):
