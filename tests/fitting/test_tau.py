@@ -54,18 +54,36 @@ def test_no_window_reaches_the_target():
     assert res["curve"]["count"].sum() > 0 and np.nansum(res["curve"]["success"]) == 0
 
 
-def _brute_force_tau(conf, acc, d_max, window=0.2, target=0.9, grid=21):
-    """The paper's procedure written out with the scalar replay: every 20 % window of H, every grid point."""
+def _products(c, start, j, boost):
+    """H of the first j tokens of a draft from ``start``: the first at its confidence, the later ones with
+    the continuation boost on their logit (written out, not through adsl.fitting.generator)."""
+    later = [1 / (1 + (1 - x) / x * np.exp(-boost)) for x in c[start + 1 : start + j]]
+    return float(c[start] * np.prod(later))
+
+
+def _lengths(c, tau, d_max, boost):
+    """The running-product rule from every start: stop at the first token with H < tau (drafted too)."""
+    out = []
+    for i in range(len(c)):
+        k = min(d_max, len(c) - i)
+        out.append(next((j for j in range(1, k + 1) if _products(c, i, j, boost) < tau), k))
+    return np.array(out)
+
+
+def _brute_force_tau(conf, acc, d_max, window=0.2, target=0.9, grid=21, boost=0.0):
+    """The paper's procedure written out with the scalar replay: every 20 % window of H, every grid
+    point. Returns (window, tau, feasible)."""
+    c64 = conf.astype(np.float64)
     h, passed = [], []
-    for c, m in zip(conf, acc, strict=True):
+    for c, m in zip(c64, acc, strict=True):
         for step in scalar.replay(m, np.full(len(c), d_max)).itertuples():
             for j in range(1, d_max + 1):
-                h.append(np.prod(c[step.start : step.start + j]))
+                h.append(_products(c, step.start, j, boost))
                 passed.append(step.accepted >= j)
     h, passed = np.array(h), np.array(passed)
 
     def mean_draft(tau):
-        return np.mean([scalar.running_product_lengths(c, tau, d_max) for c in conf])
+        return np.mean([_lengths(c, tau, d_max, boost) for c in c64])
 
     windows = []
     for k in range(int(round((1 - window) / 0.05)) + 1):
@@ -76,25 +94,57 @@ def _brute_force_tau(conf, acc, d_max, window=0.2, target=0.9, grid=21):
     if not windows:
         return None
     lo = max(windows)[2]  # the longest mean draft; the lowest window on a tie
-    points = []
+    points, rates = [], []
     for i, tau in enumerate(np.linspace(lo, lo + window, grid)):
-        if success_at(conf, acc, tau, d_max)[0] >= target:
+        rate = success_at(conf, acc, tau, d_max, boost)[0]
+        rates.append((rate, -i, tau))
+        if rate >= target:
             points.append((mean_draft(tau), -i, tau))
-    return lo, max(points)[2] if points else None
+    if points:
+        return lo, max(points)[2], True
+    return lo, max(rates)[2], False  # no grid point reaches the target: the one with the best success
 
 
-@pytest.mark.parametrize(("power", "seed"), [(0.5, 3), (0.35, 4), (0.6, 5)])
-def test_tau_is_the_window_and_grid_point_a_brute_force_search_picks(power, seed):
+@pytest.mark.parametrize(("power", "seed", "boost"), [(0.5, 3, 0.0), (0.35, 4, 0.0), (0.6, 5, 0.0), (0.5, 3, 0.8)])
+def test_tau_is_the_window_and_grid_point_a_brute_force_search_picks(power, seed, boost):
     """Pins which window and which grid point win: the longest mean draft among the windows (grid
-    points) that reach the target success rate."""
+    points) that reach the target success rate; with a continuation boost (a calibration's later-token
+    term) at every step, H, the window, the grid and the mean drafts all see it."""
     conf, acc = calibrated_streams(30, 48, seed, power=power)
-    res = calibrate_tau(conf, acc, d_max=6, target=0.9)
-    want = _brute_force_tau(conf, acc, 6)
-    assert want is not None and res["feasible"]
+    res = calibrate_tau(conf, acc, d_max=6, target=0.9, boost=boost)
+    want = _brute_force_tau(conf, acc, 6, boost=boost)
+    assert want is not None and want[2] and res["feasible"]
     assert res["window"][0] == pytest.approx(want[0])
     assert res["tau"] == pytest.approx(want[1])
     # a different window or grid point would draft less: the choice is not a tie
-    assert res["mean_draft"] == pytest.approx(np.mean([scalar.running_product_lengths(c, res["tau"], 6) for c in conf]))
+    lengths = [_lengths(c, res["tau"], 6, boost) for c in conf.astype(np.float64)]
+    assert res["mean_draft"] == pytest.approx(np.mean(lengths))
+
+
+def test_the_boost_moves_the_brute_force_choice():
+    """The boosted case above is not the plain one in disguise: the boost changes what is picked."""
+    conf, acc = calibrated_streams(30, 48, 3, power=0.5)
+    plain, boosted = calibrate_tau(conf, acc, d_max=6), calibrate_tau(conf, acc, d_max=6, boost=0.8)
+    assert (plain["window"], plain["tau"]) != (boosted["window"], boosted["tau"])
+
+
+def test_a_feasible_window_without_a_feasible_grid_point_falls_back_to_the_best_success():
+    """Tokens the draft is sure of (confidence 0.99) fail 30 % of the time, unsure ones (0.55) always
+    pass: the H window [0.3, 0.5] of fixed-length drafting reaches 90 %, but drafting with any tau in it
+    keeps the sure tokens above tau too, so no grid point does. The procedure then reports the grid
+    point with the highest success rate (the first on a tie) and says it is not feasible."""
+    rng = np.random.default_rng(0)
+    sure = rng.random((40, 48)) < 0.2
+    conf = np.where(sure, 0.99, 0.55)
+    acc = np.where(sure, rng.random((40, 48)) < 0.7, True)
+    res = calibrate_tau(conf, acc, d_max=4, target=0.9)
+    lo, tau, feasible = _brute_force_tau(conf, acc, 4)
+    assert not feasible and not res["feasible"]
+    assert res["window"] == pytest.approx([lo, lo + 0.2]) and lo == pytest.approx(0.3)
+    assert res["tau"] == pytest.approx(tau)
+    rates = [success_at(conf, acc, t, 4)[0] for t in np.linspace(lo, lo + 0.2, 21)]
+    assert max(rates) < 0.9 and res["success_rate"] == pytest.approx(max(rates))
+    assert res["tau"] < 1.0  # tau 1 is kept for the case without any feasible window
 
 
 def test_success_curve_bins_by_hand():

@@ -147,6 +147,43 @@ def test_one_micro_batch_without_eager_equals_the_round_based_pools(models, hw):
     np.testing.assert_allclose(ev.energy_j, rounds["energy_j"], rtol=1e-9)
 
 
+def test_one_micro_batch_without_eager_equals_the_round_based_pools_under_continuous_batching(models, hw):
+    """The same with slots refilled from a queue and a steady-state window (the round engine's measured
+    window path, which the previous release's settings in the attribution figure run): without prefill
+    every number equals; with it the two place the prefill of the requests admitted at the window's
+    edges on different sides of it, so only the round engine's own bookkeeping is exact."""
+    pair = models.pair("OPT-66B")
+    setup = _pooled(hw, False, mb=1, pool=20)
+    for seed in (9, 10):
+        conf, acc = _streams(seed, 2, 16, 140)
+        out = np.random.default_rng(seed).integers(10, 60, (2, 16))
+        prompt = np.random.default_rng(seed + 1).integers(30, 90, (2, 16)).astype(float)
+        lengths = np.stack([running_product_lengths(c, 0.5, 9) for c in conf])
+        runs = {}
+        for prefill in (False, True):
+            serving = Continuous(4, 3, prefill)
+            rounds = simulate_pooled(setup, pair, prompt, out, acc, conf, lengths, serving)
+            ev = simulate_core(setup, pair, prompt, out, acc, lengths, conf, conf, serving)
+            np.testing.assert_array_equal(ev.tokens, rounds["tokens"])
+            np.testing.assert_array_equal(ev.iterations, rounds["iterations"])
+            np.testing.assert_array_equal(ev.drafted, rounds["drafted"])
+            runs[prefill] = rounds
+            if prefill:
+                np.testing.assert_allclose(ev.time_s, rounds["time_s"], rtol=0.05)
+                continue
+            np.testing.assert_allclose(ev.time_s, rounds["time_s"], rtol=1e-9)
+            np.testing.assert_allclose(ev.energy_j, rounds["energy_j"], rtol=1e-9)
+            for k in ("gpu", "pim"):
+                np.testing.assert_allclose(ev.busy_s[k], rounds["busy_s"][k], rtol=1e-9)
+            np.testing.assert_allclose(ev.stage_s["verify"], rounds["stage_s"]["verify"], rtol=1e-9)
+        # prefill runs the same rounds, each longer by its admitted requests' prompts
+        plain, filled = runs[False], runs[True]
+        np.testing.assert_array_equal(filled["tokens"], plain["tokens"])
+        assert (filled["stage_s"]["prefill"] > 0).all()
+        np.testing.assert_allclose(filled["time_s"], plain["time_s"] + filled["stage_s"]["prefill"], rtol=1e-9)
+        assert (filled["energy_j"] > plain["energy_j"]).all()
+
+
 def test_free_drafting_reaches_the_verification_only_bound(models, hw, monkeypatch):
     """Hiding more work can only help: with drafting free, the run takes exactly its verification passes."""
     monkeypatch.setattr(PassTables, "draft_pass", lambda self, n, ctx: (0, 0.0, 0.0))
