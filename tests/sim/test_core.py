@@ -176,12 +176,127 @@ def test_one_micro_batch_without_eager_equals_the_round_based_pools_under_contin
             for k in ("gpu", "pim"):
                 np.testing.assert_allclose(ev.busy_s[k], rounds["busy_s"][k], rtol=1e-9)
             np.testing.assert_allclose(ev.stage_s["verify"], rounds["stage_s"]["verify"], rtol=1e-9)
+            np.testing.assert_allclose(ev.stage_s["draft"], rounds["stage_s"]["draft"], rtol=1e-9)
+            np.testing.assert_array_equal(ev.pool["pool_max"], rounds["pool"]["pool_max"])
         # prefill runs the same rounds, each longer by its admitted requests' prompts
         plain, filled = runs[False], runs[True]
         np.testing.assert_array_equal(filled["tokens"], plain["tokens"])
         assert (filled["stage_s"]["prefill"] > 0).all()
         np.testing.assert_allclose(filled["time_s"], plain["time_s"] + filled["stage_s"]["prefill"], rtol=1e-9)
         assert (filled["energy_j"] > plain["energy_j"]).all()
+
+
+def test_the_dynamic_scheduler_places_passes_alike_in_both_cores(models, hw):
+    """With the dynamic scheduler (draft FC and target attention each on the faster device, pass by
+    pass), one micro-batch and no Eager Pool, the event core and the round engine pick the same devices:
+    equal time and energy, and the same share of passes placed on PIM (one replica: both are a ratio of
+    pass counts)."""
+    pair = models.pair("OPT-66B")
+    setup = dataclasses.replace(_pooled(hw, False, mb=1, pool=20), dynamic=True)
+    shares = []
+    for seed, serving in ((9, None), (10, None), (9, Continuous(4, 3, False))):
+        conf, acc = _streams(seed, 1, 16, 140)
+        out = np.random.default_rng(seed).integers(10, 60, (1, 16))
+        prompt = np.random.default_rng(seed + 1).integers(30, 900, (1, 16)).astype(float)
+        lengths = np.stack([running_product_lengths(c, 0.5, 9) for c in conf])
+        rounds = simulate_pooled(setup, pair, prompt, out, acc, conf, lengths, serving)
+        ev = simulate_core(setup, pair, prompt, out, acc, lengths, conf, conf, serving)
+        np.testing.assert_allclose(ev.time_s, rounds["time_s"], rtol=1e-9)
+        np.testing.assert_allclose(ev.energy_j, rounds["energy_j"], rtol=1e-9)
+        for k in ("draft_fc_on_pim", "target_attention_on_pim"):
+            assert ev.placement[k] == pytest.approx(rounds["placement"][k], abs=1e-12), (seed, k)
+        shares.append(rounds["placement"])
+    # both devices win some passes: a share stuck at 0 or 1 could not tell a wrong choice apart
+    assert all(0 < s["draft_fc_on_pim"] < 1 for s in shares)
+    assert any(0 < s["target_attention_on_pim"] < 1 for s in shares)
+
+
+def test_sequential_pool_micro_batches_change_only_when_drafts_end(models, hw):
+    """SADDLE-p admits and verifies every request in one pooled pass whatever the number of Draft
+    Generators: more micro-batches move when drafting ends, never which tokens are verified."""
+    pair = models.pair("OPT-66B")
+    conf, acc = _streams(12, 2, 9, 140)
+    out = np.random.default_rng(12).integers(10, 60, (2, 9))
+    prompt = np.full((2, 9), 64.0)
+    lengths = np.stack([running_product_lengths(c, 0.5, 9) for c in conf])
+    setups = [_pooled(hw, False, mb=m, pool=20) for m in (1, 2, 3)]
+    runs = [simulate_core(s, pair, prompt, out, acc, lengths, conf, conf) for s in setups]
+    for res in runs[1:]:
+        assert res.placement["micro_batches"] > 1
+        for field in ("tokens", "iterations", "request_rounds", "drafted"):
+            np.testing.assert_array_equal(getattr(res, field), getattr(runs[0], field), err_msg=field)
+        np.testing.assert_array_equal(res.pool["pool_max"], runs[0].pool["pool_max"])
+
+
+def test_stage_times_are_the_union_of_the_jobs_of_each_kind(models, hw):
+    """Fig. 16's draft / verify / overlap shares come from the jobs' kinds: every job carries one of
+    KINDS, and each stage's time is the union of its jobs' intervals."""
+    from adsl.sim.core import KINDS, _union
+
+    pair = models.pair("OPT-66B")
+    conf, acc = _streams(13, 1, 8, 140)
+    out = np.random.default_rng(13).integers(10, 60, (1, 8))
+    lengths = np.stack([running_product_lengths(c, 0.5, 9) for c in conf])
+    pim_sd = dataclasses.replace(_setup(hw, mb=2), schedule=Schedule(2, split="always"))
+    for setup in (pim_sd, _pooled(hw, False), _pooled(hw, True, "idle")):
+        lens = lengths if setup.pool_tokens else None
+        res = simulate_core(setup, pair, np.full((1, 8), 64.0), out, acc, lens, conf, conf, timelines=True)
+        jobs = res.timelines[0]["jobs"]
+        assert {k for k, _, _ in jobs} <= set(KINDS) and {"draft", "verify"} <= {k for k, _, _ in jobs}
+        end = res.time_s[0]
+        draft = _union([(a, b) for k, a, b in jobs if k in ("draft", "eager")], 0.0, end)
+        verify = _union([(a, b) for k, a, b in jobs if k == "verify"], 0.0, end)
+        assert res.stage_s["draft"][0] == pytest.approx(draft) and draft > 0
+        assert res.stage_s["verify"][0] == pytest.approx(verify) and verify > 0
+
+
+def test_open_loop_with_every_request_waiting_at_zero_is_the_closed_loop(models, hw):
+    """Arrivals all at time 0 and no prefill: the open loop fills its empty slots at once and then runs
+    the closed loop's schedule, pass for pass (the event core's open-loop refill path against the
+    closed loop); with one output token a request, every request still finishes."""
+    pair = models.pair("OPT-66B")
+    n = 18
+    conf, acc = _streams(4, 2, n, 140)
+    lengths = np.stack([running_product_lengths(c, 0.4, 9) for c in conf])
+    prompt = np.full((2, n), 64.0)
+    serving = Continuous(6, 3, False)
+    pim_sd = dataclasses.replace(_setup(hw, mb=2), schedule=Schedule(2, split="always"))
+    for setup in (_pooled(hw, True, "idle"), pim_sd):
+        lens = lengths if setup.pool_tokens else None
+        for out in (np.random.default_rng(3).integers(5, 60, (2, n)), np.ones((2, n), np.int64)):
+            closed = simulate_core(setup, pair, prompt, out, acc, lens, conf, conf, serving, force_events=True)
+            opened = simulate_core(
+                setup, pair, prompt, out, acc, lens, conf, conf, serving, arrivals=np.zeros((2, n)), force_events=True
+            )
+            np.testing.assert_array_equal(opened.window["total_tokens"], out.sum(axis=1))
+            np.testing.assert_allclose(opened.window["total_s"], closed.window["total_s"], rtol=1e-12)
+            for k, v in closed.pool.items():
+                np.testing.assert_array_equal(opened.pool[k], v, err_msg=k)
+            assert np.isfinite(opened.requests["finished"]).all()
+
+
+def test_from_engine_carries_every_field_of_the_round_engines(models, hw):
+    """The round-based engines' dicts become RunResults field for field (the attribution figure's
+    previous-release steps read pools, placement and iterations from them)."""
+    from adsl.sim.core import from_engine
+
+    pair = models.pair("OPT-66B")
+    conf, acc = _streams(14, 2, 6, 140)
+    out = np.random.default_rng(14).integers(10, 60, (2, 6))
+    lengths = np.stack([running_product_lengths(c, 0.5, 9) for c in conf])
+    setup = dataclasses.replace(_pooled(hw, True, mb=1, pool=20), dynamic=True)
+    raw = simulate_pooled(setup, pair, np.full((2, 6), 64.0), out, acc, conf, lengths)
+    res = from_engine(raw)
+    np.testing.assert_array_equal(res.tokens, raw["tokens"])
+    np.testing.assert_array_equal(res.iterations, raw["iterations"])
+    assert res.tokens.dtype == float and res.iterations.dtype == float
+    np.testing.assert_array_equal(res.drafted, raw["drafted"])
+    assert set(res.pool) == set(raw["pool"]) - {"capacity"}
+    for k in res.pool:
+        np.testing.assert_array_equal(res.pool[k], raw["pool"][k])
+    assert res.pool["wasted"].sum() > 0
+    assert res.placement == raw["placement"] and set(res.placement) == {"draft_fc_on_pim", "target_attention_on_pim"}
+    np.testing.assert_array_equal(res.window["start_s"], raw["window"]["start_s"])
 
 
 def test_free_drafting_reaches_the_verification_only_bound(models, hw, monkeypatch):

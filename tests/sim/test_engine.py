@@ -102,7 +102,11 @@ def test_invalid_settings(models, hw):
         setup(hw, d=0)
     with pytest.raises(KeyError, match="unknown system"):
         build("TPU-SD", Context(hw, models.pair("OPT-66B"), 8, 1024, 8, {}))
-    with pytest.raises(SimError, match="needs .* GB for weights \\+ KV"):
+    from adsl.sim.engine import memory_need
+
+    need, have = memory_need(setup(hw), models.pair("OPT-66B"), 512, 1024)
+    words = f"needs {need / 1e9:.0f} GB for weights \\+ KV, the system has {have / 1e9:.0f} GB"
+    with pytest.raises(SimError, match=words):
         check_memory(setup(hw), models.pair("OPT-66B"), 512, 1024)
     with pytest.raises(SimError, match="acceptance streams of 10 positions"):
         run(models, hw, setup(hw, d=4), [20], np.ones((1, 1, 10), dtype=bool))

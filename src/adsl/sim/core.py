@@ -371,15 +371,11 @@ class _Replica:
         n = int(act.sum())
         end = self._verify(t, n, float(ctx[act].mean()), float((lengths[act] + 1).mean()))
         req, pos = self._window_runs(sl)
-        acc = np.where(act, np.minimum(self._runs(req, pos, sl), lengths), 0)
+        # only kept eager tokens continue a draft (``cont_runs``, in _finish); here every draft is fresh
+        acc = np.where(act, np.minimum(self.runs[req, pos], lengths), 0)
         self.rounds.append((end, n, int(lengths.sum())))
         emitted = np.where(act, np.minimum(acc + 1, self.slots.left[sl]), 0)
         return self._advance(sl, end, emitted, acc + 1, act)
-
-    def _runs(self, req, pos, sl):
-        if self.cont_runs is self.runs:
-            return self.runs[req, pos]
-        return np.where(self.continuing[sl], self.cont_runs[req, pos], self.runs[req, pos])
 
     def _admit_pool(self, members, offered):
         """Pool admission over the requests of ``members`` (groups): at most d a request, C in all.
@@ -427,7 +423,7 @@ class _Replica:
                 sl = self.groups[i]
                 a = self.slots.left[sl] > 0
                 req, pos = self._window_runs(sl)
-                acc = np.where(a, np.minimum(self._runs(req, pos, sl), lv[sl]), 0)
+                acc = np.where(a, np.minimum(self.runs[req, pos], lv[sl]), 0)
                 emitted = np.where(a, np.minimum(acc + 1, self.slots.left[sl]), 0)
                 t = max(t, self._advance(sl, end, emitted, acc + 1, a))
 
