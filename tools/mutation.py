@@ -3,6 +3,10 @@
     pip install -e '.[test,mutation]'
     python tools/mutation.py                       # every module below, about an hour on 2 cores
     python tools/mutation.py fitting/tau.py        # one module (paths under src/adsl/)
+    python tools/mutation.py sim/core.py sim/engine.py --tests tests/sim/test_core.py tests/sim/test_engine.py
+
+``--tests`` narrows the tests mutmut may run (default: TESTS): the simulator's hot functions are reached
+by slow figure and serving tests too, and a surviving mutant runs every test that reaches it.
 
 It clones HEAD into a scratch folder (mutmut writes its mutants/ there, never into the working tree),
 runs mutmut with the package's fast tests (those that import adsl in-process: a Snakemake subprocess
@@ -38,9 +42,9 @@ TESTS = ["tests/sim", "tests/fitting", "tests/perf", "tests/figures", "tests/tes
 REASONS = ROOT / "tools" / "mutation_survivors.yaml"
 
 
-def _config(modules: list[str]) -> str:
+def _config(modules: list[str], selection: list[str]) -> str:
     only = ", ".join(f'"src/adsl/{m}"' for m in modules)
-    tests = ", ".join(f'"{t}"' for t in TESTS)
+    tests = ", ".join(f'"{t}"' for t in selection)
     return f"""
 [tool.mutmut]
 source_paths = ["src/adsl"]
@@ -81,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         help="paths under src/adsl/, optionally with ':f,g' to report only those functions (default: MODULES)",
     )
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--tests", nargs="+", default=TESTS, help="test paths mutmut may run (default: TESTS)")
     ap.add_argument("--workdir", type=Path, help="scratch folder (default: a new temporary one)")
     ap.add_argument("--report", type=Path, help="also write the report here (Markdown)")
     args = ap.parse_args(argv)
@@ -89,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(["git", "clone", "-q", str(ROOT), str(work)], check=True)
     files = {m.split(":")[0]: (m.split(":")[1].split(",") if ":" in m else None) for m in args.modules}
     with open(work / "pyproject.toml", "a") as f:
-        f.write(_config(list(files)))
+        f.write(_config(list(files), args.tests))
     _mutmut(work, "run", "--max-children", str(args.jobs))
     status = {}
     for line in _mutmut(work, "results", "--all", "true").splitlines():
