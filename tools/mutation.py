@@ -72,8 +72,16 @@ def _diff(work: Path, name: str) -> str:
     return f"-{' '.join(old)} / +{' '.join(new)}"
 
 
+def _function(name: str, dotted: str) -> str:
+    """The mutated function of a mutant's name: 'f' for a function, 'Class.method' for a method."""
+    raw = name.removeprefix(dotted).split("__mutmut_")[0]
+    if raw.startswith("x\u01c1"):  # mutmut names a method x<sep>Class<sep>method
+        return ".".join(raw.split("\u01c1")[1:])
+    return raw.removeprefix("x_")
+
+
 def _in(name: str, dotted: str, functions: list[str] | None) -> bool:
-    return functions is None or name.removeprefix(dotted).split("__mutmut_")[0].removeprefix("x_") in functions
+    return functions is None or _function(name, dotted) in functions
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,14 +96,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tests", nargs="+", default=TESTS, help="test paths mutmut may run (default: TESTS)")
     ap.add_argument("--workdir", type=Path, help="scratch folder (default: a new temporary one)")
     ap.add_argument("--report", type=Path, help="also write the report here (Markdown)")
+    ap.add_argument(
+        "--report-only", action="store_true", help="report the mutants already run in --workdir (after editing reasons)"
+    )
     args = ap.parse_args(argv)
     work = args.workdir or Path(tempfile.mkdtemp(prefix="adsl-mutation-"))
-    if not (work / ".git").exists():
-        subprocess.run(["git", "clone", "-q", str(ROOT), str(work)], check=True)
     files = {m.split(":")[0]: (m.split(":")[1].split(",") if ":" in m else None) for m in args.modules}
-    with open(work / "pyproject.toml", "a") as f:
-        f.write(_config(list(files), args.tests))
-    _mutmut(work, "run", "--max-children", str(args.jobs))
+    if not args.report_only:
+        if not (work / ".git").exists():
+            subprocess.run(["git", "clone", "-q", str(ROOT), str(work)], check=True)
+        with open(work / "pyproject.toml", "a") as f:
+            f.write(_config(list(files), args.tests))
+        _mutmut(work, "run", "--max-children", str(args.jobs))
     status = {}
     for line in _mutmut(work, "results", "--all", "true").splitlines():
         m = re.match(r"\s*(\S+): (\S+)", line)
@@ -103,7 +115,11 @@ def main(argv: list[str] | None = None) -> int:
             status[m.group(1)] = m.group(2)
     reasons = yaml.safe_load(REASONS.read_text()) if REASONS.exists() else {}
     # other: no test reaches the mutant, or mutmut could not run it; counted as not killed
-    out = ["| module | mutants | killed | survived | other | score |", "|---|---|---|---|---|---|"]
+    out = [
+        "| module | mutants | killed | survived | of which equivalent (reason given) | other | score "
+        "| score without the equivalent |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     survivors = []
     for module, functions in files.items():
         dotted = "adsl." + module.removesuffix(".py").replace("/", ".") + "."
@@ -114,12 +130,20 @@ def main(argv: list[str] | None = None) -> int:
         score = 100.0 * killed / tested if tested else float("nan")
         other = tested - killed - count["survived"]
         label = module + (f" ({', '.join(functions)})" if functions else "")
-        out.append(f"| {label} | {tested} | {killed} | {count['survived']} | {other} | {score:.1f} % |")
+        given = (reasons or {}).get(module) or {}
+        explained = 0
         for name in sorted(k for k, v in mine.items() if v == "survived"):
-            func = name.removeprefix(dotted).split("__mutmut_")[0].removeprefix("x_")
+            func = _function(name, dotted)
             diff = _diff(work, name)
-            why = (reasons.get(module) or {}).get(func, {}).get(diff, "")
+            why = (given.get(func) or {}).get(diff, "")
+            explained += bool(why)
             survivors.append(f"| {module} | {func} | `{diff}` | {why or 'open'} |")
+        real = tested - explained
+        clean = 100.0 * killed / real if real else float("nan")
+        out.append(
+            f"| {label} | {tested} | {killed} | {count['survived']} | {explained} | {other} | {score:.1f} % "
+            f"| {clean:.1f} % |"
+        )
     report = "\n".join(
         [
             "# Mutation report",
