@@ -299,6 +299,37 @@ def test_from_engine_carries_every_field_of_the_round_engines(models, hw):
     np.testing.assert_array_equal(res.window["start_s"], raw["window"]["start_s"])
 
 
+@pytest.mark.parametrize("decoding", ["ad", "sd"])
+def test_a_request_goes_to_the_micro_batch_that_is_free_first(models, hw, decoding):
+    """Events in time order: a request arriving while one micro-batch is busy and the other idle enters
+    the idle one at its arrival, not the busy one at the end of the round it was running (the loop once
+    settled a round's end, and its admissions, when the round started)."""
+    setup = dataclasses.replace(_setup(hw, decoding=decoding), schedule=Schedule(2, split="always"))
+    conf, acc = _streams(15, 1, 2, 140)
+    out = np.array([[40, 40]])
+    first = simulate_core(
+        setup,
+        models.pair("OPT-66B"),
+        np.full((1, 2), 64.0),
+        out,
+        acc if decoding == "sd" else None,
+        serving=Continuous(4, 0, False),
+        arrivals=np.array([[0.0, 0.0]]),
+    )
+    busy_until = first.requests["finished"][0]  # both start at 0 in their own micro-batches
+    arrival = 0.3 * busy_until  # the first micro-batch is mid-round, the second idle
+    res = simulate_core(
+        setup,
+        models.pair("OPT-66B"),
+        np.full((1, 2), 64.0),
+        out,
+        acc if decoding == "sd" else None,
+        serving=Continuous(4, 0, False),
+        arrivals=np.array([[0.0, arrival]]),
+    )
+    assert res.requests["admitted"].tolist() == [0.0, arrival]
+
+
 def test_free_drafting_reaches_the_verification_only_bound(models, hw, monkeypatch):
     """Hiding more work can only help: with drafting free, the run takes exactly its verification passes."""
     monkeypatch.setattr(PassTables, "draft_pass", lambda self, n, ctx: (0, 0.0, 0.0))

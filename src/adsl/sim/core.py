@@ -329,30 +329,38 @@ class _Replica:
         return self.slots.left[sl] > 0
 
     def _loop(self, round_fn):
-        """Every micro-batch on its own: a heap of (time the group may go on, group). Open loop: a group
-        with nothing in flight admits what has arrived, or waits for the next arrival."""
-        heap = [(0.0, i) for i in range(len(self.groups))]
+        """Every micro-batch on its own: a heap of (time, group, what happens then): a round starts (its
+        passes are booked and end at a known time), or a round ends (its tokens are emitted and finished
+        slots take queued requests, in the order rounds end, so the queue goes to whichever group frees a
+        slot first). Open loop: a group with nothing in flight admits what has arrived, or waits for the
+        next arrival."""
+        heap = [(0.0, i, None) for i in range(len(self.groups))]
         while heap:
-            t, i = heapq.heappop(heap)
+            t, i, ending = heapq.heappop(heap)
             self.m.advance(t)
             sl = self.groups[i]
+            if ending is not None:
+                heapq.heappush(heap, (self._advance(sl, t, *ending), i, None))
+                continue
             if not self._active(sl).any():
                 if self.slots.arrival is None:
                     continue
                 wake = self._wake(sl, t)
                 if wake is not None:
-                    heapq.heappush(heap, (max(wake, t), i))
+                    heapq.heappush(heap, (max(wake, t), i, None))
                 continue
-            heapq.heappush(heap, (round_fn(sl, t), i))
+            end, ending = round_fn(sl, t)
+            heapq.heappush(heap, (end, i, ending))
 
     def _ad_round(self, sl, t):
+        """Book one decode pass of the group's requests: (its end, what _advance does then)."""
         act = self._active(sl)
         n = int(act.sum())
         c = float(self.slots.ctx[sl][act].mean())
         g, p = self.t.decode.at(n, c)
         end = self._issue("decode", t, g, p, [("decode", 0, n, c, 0, 0.0)])
         self.rounds.append((end, n, 0))
-        return self._advance(sl, end, act.astype(np.int64), 1, act)
+        return end, (act.astype(np.int64), 1, act)
 
     def _fresh_lengths(self, sl, cap):
         """Draft length of each slot from where it stands (0 for an idle slot)."""
@@ -375,7 +383,7 @@ class _Replica:
         acc = np.where(act, np.minimum(self.runs[req, pos], lengths), 0)
         self.rounds.append((end, n, int(lengths.sum())))
         emitted = np.where(act, np.minimum(acc + 1, self.slots.left[sl]), 0)
-        return self._advance(sl, end, emitted, acc + 1, act)
+        return end, (emitted, acc + 1, act)
 
     def _admit_pool(self, members, offered):
         """Pool admission over the requests of ``members`` (groups): at most d a request, C in all.
