@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from adsl.fitting.generator import running_product_lengths
 from adsl.sim.batching import Continuous
 from adsl.sim.core import PassTables, simulate_core
-from adsl.sim.engine import Setup, simulate
+from adsl.sim.engine import Setup, SimError, simulate
 from adsl.sim.pools import simulate_pooled
 from adsl.sim.timing import Schedule
 
@@ -328,6 +328,16 @@ def test_a_request_goes_to_the_micro_batch_that_is_free_first(models, hw, decodi
         arrivals=np.array([[0.0, arrival]]),
     )
     assert res.requests["admitted"].tolist() == [0.0, arrival]
+
+
+def test_the_event_core_rejects_what_the_engine_rejects(models, hw):
+    """A request without output, or prompts and outputs of different shapes, fail on both paths alike."""
+    setup = dataclasses.replace(_setup(hw, decoding="ad"), schedule=Schedule(2, split="always"))
+    pair = models.pair("OPT-66B")
+    with pytest.raises(SimError, match="output length >= 1"):
+        simulate_core(setup, pair, np.full((1, 3), 64.0), np.array([[0, 3, 2]]), force_events=True)
+    with pytest.raises(SimError, match=r"must both be \(replicas, requests\), got \(1, 2\), \(1, 3\)"):
+        simulate_core(setup, pair, np.full((1, 2), 64.0), np.array([[1, 3, 2]]), force_events=True)
 
 
 def test_free_drafting_reaches_the_verification_only_bound(models, hw, monkeypatch):

@@ -609,6 +609,10 @@ def simulate_core(
     have arrived, and results cover the window from the ``serving.warmup``-th arrival to the last one."""
     prompt = np.asarray(prompt_len, dtype=float)
     out = np.asarray(output_len, dtype=np.int64)
+    if prompt.shape != out.shape or prompt.ndim != 2:
+        raise SimError(f"prompt_len and output_len must both be (replicas, requests), got {prompt.shape}, {out.shape}")
+    if (out < 1).any():  # as the vectorized engine: a request without output never completes a window
+        raise SimError("every request needs an output length >= 1")
     x, n_req = out.shape
     slots = n_req if serving is None else serving.slots
     sd = setup.decoding == "sd"
