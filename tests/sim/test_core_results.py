@@ -62,9 +62,9 @@ def _run(monkeypatch, setup, pair, seed, n, serving=None, x=1, timelines=True, o
     seen = {}
     inner = core._result
 
-    def spy(setup_, tables, layout, replicas, serving_, timelines_):
+    def spy(setup_, tables, replicas, serving_, timelines_):
         seen.update(tables=tables, replicas=replicas)
-        return inner(setup_, tables, layout, replicas, serving_, timelines_)
+        return inner(setup_, tables, replicas, serving_, timelines_)
 
     monkeypatch.setattr(core, "_result", spy)
     prompt, out_, acc, lengths, conf = _inputs(seed, x, n)

@@ -105,7 +105,6 @@ class PassTables:
         pim_weights = s.weights_in in ("pim", "both")
         self.draft = []
         self.verify: list[list[PassTable]] = []
-        self.dynamic = setup.dynamic
         if sd:
             maps = [setup.draft_mapping] + ([_flip(setup.draft_mapping, "fc")] if setup.dynamic and pim_weights else [])
             self.draft = [PassTable.build(pair.draft, s, 1, m, slots, ctx_max, setup.draft_copies) for m in maps]
@@ -654,7 +653,7 @@ def simulate_core(
         )
         rep.run(serving)
         replicas.append(rep)
-    res = _result(setup, tables, layout, replicas, serving, timelines)
+    res = _result(setup, tables, replicas, serving, timelines)
     return dataclasses.replace(res, placement={**res.placement, "micro_batches": float(mb)})
 
 
@@ -711,7 +710,7 @@ def _window(rep: _Replica, serving: Continuous | None) -> tuple[float, float]:
     return start, end
 
 
-def _result(setup, tables, layout, replicas, serving, timelines) -> RunResult:
+def _result(setup, tables, replicas, serving, timelines) -> RunResult:
     x = len(replicas)
     time_s, energy, tokens, iters, drafted, rounds = (np.zeros(x) for _ in range(6))
     busy = {k: np.zeros(x) for k in ("gpu", "pim", "link")}
