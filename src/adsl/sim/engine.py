@@ -187,7 +187,7 @@ def simulate(
     serving: Continuous | None = None,
 ) -> dict:
     """Run the requests. ``prompt_len`` and ``output_len`` are (X, N) per request; ``accept`` is
-    (X, N, T) bool acceptance streams (SD only), T >= max output + d. ``draft_lengths`` (X, N, T), for
+    (X, N, T) bool acceptance streams (SD only), T >= max output + d + 1. ``draft_lengths`` (X, N, T), for
     an adaptive policy, is the draft length a request uses when it starts drafting at each position
     (capped at ``setup.draft_length``); without it every draft has the fixed length. ``serving``: None
     runs the N requests as one static batch; else ``serving.slots`` are kept full from the queue and
@@ -207,8 +207,9 @@ def simulate(
     if sd:
         if accept is None or accept.shape[:2] != (x, n_req):
             raise SimError(f"SD needs acceptance streams of shape ({x}, {n_req}, T)")
-        if accept.shape[2] < out.max() + d:
-            raise SimError(f"acceptance streams of {accept.shape[2]} positions; need >= {out.max() + d}")
+        # a request that ends on a full run stands at out + d, and its idle slot is read once more
+        if accept.shape[2] < out.max() + d + 1:
+            raise SimError(f"acceptance streams of {accept.shape[2]} positions; need >= {out.max() + d + 1}")
         # a request drafts from positions below its output length, and no draft reads more than d
         # positions on: runs capped at d only need the streams up to out + d
         horizon = int(out.max()) + d + 1  # a finished request may stand d past its output (ignored)
