@@ -102,7 +102,7 @@ class PassTables:
     def __init__(self, setup: Setup, pair: Pair, slots: int, ctx_max: float, prompt: float):
         s, sd = setup.system, setup.decoding == "sd"
         d = setup.draft_length
-        pim_weights = s.weights_in in ("pim", "both")
+        pim_weights = s.weights_in == "pim"
         self.draft = []
         self.verify: list[list[PassTable]] = []
         if sd:

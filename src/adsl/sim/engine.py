@@ -159,7 +159,7 @@ def dynamic_placement(setup, pair, n_d, c_d, n_it, ctx_it, q_it, draft_cost, ver
     ctx_max = float(max(c_d.max(), ctx_it.max()) + 1)
     r = int(n_it.max())
     other = draft_cost
-    if setup.system.weights_in in ("pim", "both"):
+    if setup.system.weights_in == "pim":
         flip = {**setup.draft_mapping, "fc": "pim" if setup.draft_mapping.get("fc") == "gpu" else "gpu"}
         alt = dataclasses.replace(setup, draft_mapping=flip)
         other = cost_tables(alt, pair, r, ctx_max)["draft"].lookup(n_d, c_d)
