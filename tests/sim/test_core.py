@@ -19,8 +19,10 @@ PIM_DRAFT = {"fc": "pim", "attention": "pim"}
 
 
 def _setup(hw, system="saddle-tp", decoding="sd", d=4, mb=1, **kw):
+    """A Setup on ``system``: target attention in PIM where it has PIM, the draft placed like the target
+    unless ``draft_mapping`` says otherwise (shared by the tests/sim/test_core_*.py files)."""
     s = hw.system(system)
-    m = PIM if s.pim else {"fc": "gpu", "attention": "gpu"}
+    m = kw.pop("target_mapping", PIM if s.pim else {"fc": "gpu", "attention": "gpu"})
     return Setup("t", s, decoding, d if decoding == "sd" else 0, m, kw.pop("draft_mapping", m), Schedule(mb), **kw)
 
 
@@ -62,7 +64,7 @@ def _pooled(hw, eager, trigger="complete", mb=2, d=4, pool=64, system="saddle-tp
         pool_tokens=pool,
         eager=eager,
         pool_trigger=trigger,
-        draft_mapping=PIM_DRAFT,
+        draft_mapping=PIM_DRAFT if hw.system(system).pim is not None else {"fc": "gpu", "attention": "gpu"},
     )
 
 
@@ -307,26 +309,15 @@ def test_a_request_goes_to_the_micro_batch_that_is_free_first(models, hw, decodi
     setup = dataclasses.replace(_setup(hw, decoding=decoding), schedule=Schedule(2, split="always"))
     conf, acc = _streams(15, 1, 2, 140)
     out = np.array([[40, 40]])
-    first = simulate_core(
-        setup,
-        models.pair("OPT-66B"),
-        np.full((1, 2), 64.0),
-        out,
-        acc if decoding == "sd" else None,
-        serving=Continuous(4, 0, False),
-        arrivals=np.array([[0.0, 0.0]]),
-    )
-    busy_until = first.requests["finished"][0]  # both start at 0 in their own micro-batches
+
+    def run(arrivals):
+        a = acc if decoding == "sd" else None
+        pair, prompt = models.pair("OPT-66B"), np.full((1, 2), 64.0)
+        return simulate_core(setup, pair, prompt, out, a, serving=Continuous(4, 0, False), arrivals=arrivals)
+
+    busy_until = run(np.array([[0.0, 0.0]])).requests["finished"][0]  # both start at 0
     arrival = 0.3 * busy_until  # the first micro-batch is mid-round, the second idle
-    res = simulate_core(
-        setup,
-        models.pair("OPT-66B"),
-        np.full((1, 2), 64.0),
-        out,
-        acc if decoding == "sd" else None,
-        serving=Continuous(4, 0, False),
-        arrivals=np.array([[0.0, arrival]]),
-    )
+    res = run(np.array([[0.0, arrival]]))
     assert res.requests["admitted"].tolist() == [0.0, arrival]
 
 

@@ -11,34 +11,13 @@ import pytest
 from adsl.fitting.generator import CONTINUED, FIRST, match_runs, running_product_lengths
 from adsl.sim.batching import Continuous
 from adsl.sim.core import KINDS, PassTables, simulate_core
-from adsl.sim.engine import Setup
 from adsl.sim.pools import simulate_pooled
 from adsl.sim.timing import Schedule
+from tests.sim.test_core import _pooled, _setup
 
 PIM = {"fc": "gpu", "attention": "pim"}
 PIM_DRAFT = {"fc": "pim", "attention": "pim"}
 PAIR = "OPT-66B"
-
-
-def _setup(hw, system="saddle-tp", decoding="sd", d=4, mb=1, **kw):
-    s = hw.system(system)
-    m = PIM if s.pim else {"fc": "gpu", "attention": "gpu"}
-    return Setup("t", s, decoding, d if decoding == "sd" else 0, m, kw.pop("draft_mapping", m), Schedule(mb), **kw)
-
-
-def _pooled(hw, eager, trigger="complete", mb=2, d=4, pool=64, system="saddle-tp"):
-    return _setup(
-        hw,
-        system,
-        "sd",
-        d,
-        mb,
-        policy="running_product",
-        pool_tokens=pool,
-        eager=eager,
-        pool_trigger=trigger,
-        draft_mapping=PIM_DRAFT,
-    )
 
 
 def _pim_sd(hw, mb=2, d=4):

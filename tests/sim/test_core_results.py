@@ -13,34 +13,20 @@ import adsl.sim.core as core
 from adsl.fitting.generator import running_product_lengths
 from adsl.sim.batching import Continuous
 from adsl.sim.core import _union, simulate_core
-from adsl.sim.engine import Setup, SimError
+from adsl.sim.engine import SimError
 from adsl.sim.timing import Schedule
+from tests.sim.test_core import _pooled as _core_pooled
+from tests.sim.test_core import _setup
 
 PIM = {"fc": "gpu", "attention": "pim"}
+
+
+def _pooled(hw, eager=True, trigger="idle", **kw):
+    return _core_pooled(hw, eager, trigger, **kw)
+
+
 PIM_DRAFT = {"fc": "pim", "attention": "pim"}
 GPU = {"fc": "gpu", "attention": "gpu"}
-
-
-def _setup(hw, system="saddle-tp", decoding="sd", d=4, mb=1, **kw):
-    s = hw.system(system)
-    m = PIM if s.pim else GPU
-    return Setup("t", s, decoding, d if decoding == "sd" else 0, m, kw.pop("draft_mapping", m), Schedule(mb), **kw)
-
-
-def _pooled(hw, eager=True, trigger="idle", mb=2, d=4, pool=64, system="saddle-tp"):
-    pim = hw.system(system).pim is not None
-    return _setup(
-        hw,
-        system,
-        "sd",
-        d,
-        mb,
-        policy="running_product",
-        pool_tokens=pool,
-        eager=eager,
-        pool_trigger=trigger,
-        draft_mapping=PIM_DRAFT if pim else GPU,
-    )
 
 
 def _split(setup, mb=2):

@@ -10,29 +10,17 @@ import pytest
 from adsl.fitting.generator import CONTINUED, FIRST, running_product_lengths
 from adsl.sim.batching import Continuous
 from adsl.sim.core import PassTables, _flip, from_engine, micro_batches, simulate_core
-from adsl.sim.engine import Setup, SimError, simulate
+from adsl.sim.engine import SimError, simulate
 from adsl.sim.pools import simulate_pooled
 from adsl.sim.resources import Layout, Machines, PassTable
 from adsl.sim.timing import Schedule
+from tests.sim.test_core import _setup, _streams
 
 PIM = {"fc": "gpu", "attention": "pim"}
 GPU = {"fc": "gpu", "attention": "gpu"}
 PIM_DRAFT = {"fc": "pim", "attention": "pim"}
 RESULT_ARRAYS = ("time_s", "energy_j", "tokens", "iterations", "drafted", "request_rounds")
 WINDOW_KEYS = {"start_s", "end_s", "completed", "total_s", "total_tokens"}
-
-
-def _setup(hw, system="saddle-tp", decoding="sd", d=4, mb=1, **kw):
-    s = hw.system(system)
-    m = kw.pop("target_mapping", PIM if s.pim else GPU)
-    return Setup("t", s, decoding, d if decoding == "sd" else 0, m, kw.pop("draft_mapping", m), Schedule(mb), **kw)
-
-
-def _streams(seed, x, n, t, p=None):
-    rng = np.random.default_rng(seed)
-    conf = rng.beta(5, 1, (x, n, t)).astype(np.float32)
-    acc = rng.random((x, n, t)) < (conf if p is None else p)
-    return conf, acc
 
 
 # -- _flip ----------------------------------------------------------------------------------------
