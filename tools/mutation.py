@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     reasons = yaml.safe_load(REASONS.read_text()) if REASONS.exists() else {}
     # other: no test reaches the mutant, or mutmut could not run it; counted as not killed
     out = [
-        "| module | mutants | killed | survived | of which equivalent (reason given) | other | score "
+        "| module | mutants | killed | survived | of which equivalent or accepted (reason given) | other | score "
         "| score without the equivalent |",
         "|---|---|---|---|---|---|---|---|",
     ]
