@@ -9,6 +9,7 @@ import pytest
 
 from adsl.fitting.tau import calibrate_tau, running_products, success_at, success_curve
 from adsl.profiling import replay as scalar
+from tests.fitting.test_tau import _lengths, _products
 
 
 def single_tokens(*groups):
@@ -108,19 +109,6 @@ def test_success_at_by_hand():
         warnings.simplefilter("error")
         s, a = success_at(conf, acc, 0.0, 4)
     assert s == a and 0 < s < 1
-
-
-def _products(c, start, j, boost):
-    later = [1 / (1 + (1 - x) / x * np.exp(-boost)) for x in c[start + 1 : start + j]]
-    return float(c[start] * np.prod(later))
-
-
-def _lengths(c, tau, d_max, boost):
-    out = []
-    for i in range(len(c)):
-        k = min(d_max, len(c) - i)
-        out.append(next((j for j in range(1, k + 1) if _products(c, i, j, boost) < tau), k))
-    return np.array(out)
 
 
 @pytest.mark.parametrize("boost", [0.0, 1.0])
