@@ -369,6 +369,25 @@ def test_eager_pool_timing_by_hand_with_unit_costs(models, hw, monkeypatch):
     ]
 
 
+def test_a_request_without_eager_tokens_drafts_again_when_its_pass_ends(models, hw, monkeypatch):
+    """The same two requests with draft steps split over the machines (0.5 s GPU + 0.5 s PIM each, in
+    alternating chunks). A keeps nothing eager, so its next draft is released when its pass ends (4 s) and
+    fills the gaps B's eager chain (4-7 s) leaves on the two machines, starting at 4.375 s; released at
+    the end of B's chain instead, it would start at 7 s."""
+    monkeypatch.setattr(PassTables, "draft_pass", lambda self, n, ctx: (0, 0.5, 0.5))
+    monkeypatch.setattr(PassTables, "verify_pass", lambda self, n, ctx, q: (0, 1, 0.0, 2.0, 0.0))
+    d = 2
+    out = np.array([[40, 40]])
+    acc = np.ones((1, 2, 40 + 4 * d + 4), bool)
+    lengths = np.empty(acc.shape, np.int64)
+    lengths[0, 0], lengths[0, 1] = 1, 2 * d + 1
+    conf = np.full(acc.shape, 0.9, np.float32)
+    setup = _pooled(hw, True, "idle", mb=1, d=d)
+    res = simulate_core(setup, models.pair(PAIR), np.full((1, 2), 64.0), out, acc, lengths, conf, conf, timelines=True)
+    jobs = res.timelines[0]["jobs"]
+    assert jobs[:4] == [("draft", 0.0, 2.0), ("verify", 2.0, 4.0), ("eager", 4.0, 7.0), ("draft", 4.375, 7.125)]
+
+
 def test_each_micro_batch_admits_and_prefills_its_own_slots(models, hw):
     """Three requests arriving together at an idle system of two micro-batches of two slots: the first
     micro-batch takes two of them into its own slots and prefills them in one pass (two requests, by
