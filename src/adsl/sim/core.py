@@ -34,7 +34,7 @@ import numpy as np
 from adsl.fitting.generator import match_runs
 from adsl.perf.models import Pair
 from adsl.sim.batching import Continuous
-from adsl.sim.engine import PREFILL_MAPPING, Setup, SimError, simulate
+from adsl.sim.engine import PREFILL_MAPPING, Setup, SimError, requests, simulate
 from adsl.sim.pools import pool_admit
 from adsl.sim.resources import Layout, Machines, PassTable
 
@@ -606,12 +606,7 @@ def simulate_core(
     even where one micro-batch makes it the vectorized engine (for tests). ``arrivals`` (X, N), sorted:
     open-loop serving (``serving`` gives the slots and the prefill): requests enter free slots once they
     have arrived, and results cover the window from the ``serving.warmup``-th arrival to the last one."""
-    prompt = np.asarray(prompt_len, dtype=float)
-    out = np.asarray(output_len, dtype=np.int64)
-    if prompt.shape != out.shape or prompt.ndim != 2:
-        raise SimError(f"prompt_len and output_len must both be (replicas, requests), got {prompt.shape}, {out.shape}")
-    if (out < 1).any():  # as the vectorized engine: a request without output never completes a window
-        raise SimError("every request needs an output length >= 1")
+    prompt, out = requests(prompt_len, output_len)
     x, n_req = out.shape
     slots = n_req if serving is None else serving.slots
     sd = setup.decoding == "sd"

@@ -177,6 +177,19 @@ def dynamic_placement(setup, pair, n_d, c_d, n_it, ctx_it, q_it, draft_cost, ver
     return draft_cost, verify.select(other_v, use_other_t)
 
 
+def requests(prompt_len, output_len) -> tuple[np.ndarray, np.ndarray]:
+    """Prompt and output lengths as (replicas, requests) float and int arrays, checked alike for every
+    engine: equal 2-D shapes, and at least one output token a request (one without output never completes
+    a window)."""
+    prompt = np.asarray(prompt_len, dtype=float)
+    out = np.asarray(output_len, dtype=np.int64)
+    if prompt.shape != out.shape or prompt.ndim != 2:
+        raise SimError(f"prompt_len and output_len must both be (replicas, requests), got {prompt.shape}, {out.shape}")
+    if (out < 1).any():
+        raise SimError("every request needs an output length >= 1")
+    return prompt, out
+
+
 def simulate(
     setup: Setup,
     pair: Pair,
@@ -192,12 +205,7 @@ def simulate(
     (capped at ``setup.draft_length``); without it every draft has the fixed length. ``serving``: None
     runs the N requests as one static batch; else ``serving.slots`` are kept full from the queue and
     results cover the steady-state window (``adsl.sim.batching``)."""
-    prompt = np.asarray(prompt_len, dtype=float)
-    out = np.asarray(output_len, dtype=np.int64)
-    if prompt.shape != out.shape or prompt.ndim != 2:
-        raise SimError(f"prompt_len and output_len must both be (replicas, requests), got {prompt.shape}, {out.shape}")
-    if (out < 1).any():
-        raise SimError("every request needs an output length >= 1")
+    prompt, out = requests(prompt_len, output_len)
     x, n_req = out.shape
     r = n_req if serving is None else serving.slots
     if r > n_req:
