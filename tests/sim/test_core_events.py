@@ -341,16 +341,13 @@ def test_a_slot_that_idles_for_long_needs_no_longer_streams(models, hw):
         assert res.tokens[0] == 80 and res.iterations[0] == 60, setup.name
 
 
-def test_eager_pool_timing_by_hand_with_unit_costs(models, hw, monkeypatch):
-    """Unit costs (a draft step 1 s on PIM, a verification 2 s on the GPU), d = 2, every token
-    accepted, ``idle`` trigger, one micro-batch. Request A drafts one token a pass (its running product
-    allows one) and keeps nothing; B drafts two and keeps its eager tokens every pass. By hand: both
-    draft 0-2 and are verified 2-4 while B drafts eagerly 2-5; A's next draft waits for the PIM, 5-6,
-    so the verifier takes B alone at 5 (B's entry was ready when its eager drafting ended) for 5-7, then
-    A alone 7-9."""
-    monkeypatch.setattr(PassTables, "draft_pass", lambda self, n, ctx: (0, 0.0, 1.0))
+def _two_requests_by_hand(models, hw, monkeypatch, draft_gpu_s, draft_pim_s):
+    """Jobs of two requests with unit pass costs (a draft step ``draft_gpu_s`` + ``draft_pim_s``, a
+    verification 2 s on the GPU), d = 2, every token accepted, ``idle`` trigger, one micro-batch:
+    request A drafts one token a pass (its running product allows one) and keeps nothing eager, B drafts
+    two and keeps its eager tokens every pass."""
+    monkeypatch.setattr(PassTables, "draft_pass", lambda self, n, ctx: (0, draft_gpu_s, draft_pim_s))
     monkeypatch.setattr(PassTables, "verify_pass", lambda self, n, ctx, q: (0, 1, 0.0, 2.0, 0.0))
-    pair = models.pair(PAIR)
     d = 2
     out = np.array([[40, 40]])
     acc = np.ones((1, 2, 40 + 4 * d + 4), bool)
@@ -358,8 +355,15 @@ def test_eager_pool_timing_by_hand_with_unit_costs(models, hw, monkeypatch):
     lengths[0, 0], lengths[0, 1] = 1, 2 * d + 1
     conf = np.full(acc.shape, 0.9, np.float32)
     setup = _pooled(hw, True, "idle", mb=1, d=d)
-    res = simulate_core(setup, pair, np.full((1, 2), 64.0), out, acc, lengths, conf, conf, timelines=True)
-    jobs = res.timelines[0]["jobs"]
+    res = simulate_core(setup, models.pair(PAIR), np.full((1, 2), 64.0), out, acc, lengths, conf, conf, timelines=True)
+    return res.timelines[0]["jobs"]
+
+
+def test_eager_pool_timing_by_hand_with_unit_costs(models, hw, monkeypatch):
+    """Draft steps 1 s on PIM. By hand: both requests draft 0-2 and are verified 2-4 while B drafts
+    eagerly 2-5; A's next draft waits for the PIM, 5-6, so the verifier takes B alone at 5 (B's entry was
+    ready when its eager drafting ended) for 5-7, then A alone 7-9."""
+    jobs = _two_requests_by_hand(models, hw, monkeypatch, 0.0, 1.0)
     verify = [(b, e) for k, b, e in jobs if k == "verify"]
     assert verify[:3] == [(2.0, 4.0), (5.0, 7.0), (7.0, 9.0)]
     assert [(k, b, e) for k, b, e in jobs if k in ("draft", "eager")][:3] == [
@@ -370,21 +374,11 @@ def test_eager_pool_timing_by_hand_with_unit_costs(models, hw, monkeypatch):
 
 
 def test_a_request_without_eager_tokens_drafts_again_when_its_pass_ends(models, hw, monkeypatch):
-    """The same two requests with draft steps split over the machines (0.5 s GPU + 0.5 s PIM each, in
-    alternating chunks). A keeps nothing eager, so its next draft is released when its pass ends (4 s) and
-    fills the gaps B's eager chain (4-7 s) leaves on the two machines, starting at 4.375 s; released at
-    the end of B's chain instead, it would start at 7 s."""
-    monkeypatch.setattr(PassTables, "draft_pass", lambda self, n, ctx: (0, 0.5, 0.5))
-    monkeypatch.setattr(PassTables, "verify_pass", lambda self, n, ctx, q: (0, 1, 0.0, 2.0, 0.0))
-    d = 2
-    out = np.array([[40, 40]])
-    acc = np.ones((1, 2, 40 + 4 * d + 4), bool)
-    lengths = np.empty(acc.shape, np.int64)
-    lengths[0, 0], lengths[0, 1] = 1, 2 * d + 1
-    conf = np.full(acc.shape, 0.9, np.float32)
-    setup = _pooled(hw, True, "idle", mb=1, d=d)
-    res = simulate_core(setup, models.pair(PAIR), np.full((1, 2), 64.0), out, acc, lengths, conf, conf, timelines=True)
-    jobs = res.timelines[0]["jobs"]
+    """Draft steps split over the machines (0.5 s GPU + 0.5 s PIM each, in alternating chunks). A keeps
+    nothing eager, so its next draft is released when its pass ends (4 s) and fills the gaps B's eager
+    chain (4-7 s) leaves on the two machines, starting at 4.375 s; released at the end of B's chain
+    instead, it would start at 7 s."""
+    jobs = _two_requests_by_hand(models, hw, monkeypatch, 0.5, 0.5)
     assert jobs[:4] == [("draft", 0.0, 2.0), ("verify", 2.0, 4.0), ("eager", 4.0, 7.0), ("draft", 4.375, 7.125)]
 
 
