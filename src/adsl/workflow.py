@@ -16,6 +16,7 @@ import pandas as pd
 
 from adsl.errors import AdslError
 from adsl.io import atomic_path, write_csv
+from adsl.paths import models_by_pair
 
 
 def job_arguments(smk) -> dict:
@@ -287,12 +288,6 @@ def calibration_check(
 
 
 # -- stage 3: simulation ----------------------------------------------------------------------------
-def _model_paths(models: list) -> dict[str, dict[str, str]]:
-    from adsl.paths import models_by_pair
-
-    return models_by_pair(models)
-
-
 def _taus(tau: str | None) -> dict | None:
     from adsl.fitting.tau import read_taus
 
@@ -306,7 +301,7 @@ def experiment(
     from adsl.sim.experiment import run_experiment
 
     ws = _workspace({"simulation": simulation, "seed": seed}, catalogues)
-    df = run_experiment(ws, experiment, _model_paths(models), _taus(tau))
+    df = run_experiment(ws, experiment, models_by_pair(models), _taus(tau))
     with atomic_path(rows) as tmp:
         df.to_parquet(tmp, index=False)
 
@@ -318,6 +313,6 @@ def attribution_step(
     from adsl.sim.attribution import run_step
 
     ws = _workspace({"simulation": simulation, "seed": seed}, catalogues)
-    df = run_step(ws, int(step), _model_paths(models), _taus(tau))
+    df = run_step(ws, int(step), models_by_pair(models), _taus(tau))
     with atomic_path(rows) as tmp:
         df.to_parquet(tmp, index=False)
