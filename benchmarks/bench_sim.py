@@ -38,6 +38,46 @@ def synthetic_models(categories):
     return {k: {"confidence": conf, "joint": joint, "entropy": entropy, "match_rate": 0.6} for k in categories}
 
 
+def booking_floor(ws, sim, models, taus) -> None:
+    """Per event-core point at batch 128: the passes it books on the machines, and what booking them
+    alone costs in CPython (``Machines.run`` + ``advance`` on a pass of the same segment count): a floor
+    for any per-event core that keeps first-fit booking in Python, beside the whole point's time."""
+    import timeit
+
+    from adsl.sim import resources
+
+    plain = resources.Machines.run
+    for system in ("AD", "SD", "PIM-SD", "SADDLE"):
+        calls = []
+
+        def counted(self, release, segments, kind, _calls=calls):
+            _calls.append((self.layout, len(segments)))
+            return plain(self, release, segments, kind)
+
+        point = Point("OPT-66B", system, 128, 8, 1024, "warn")
+        resources.Machines.run = counted
+        try:
+            run_point(ws, sim, point, models, taus)
+        finally:
+            resources.Machines.run = plain
+        t1 = time.perf_counter()
+        run_point(ws, sim, point, models, taus)
+        whole = time.perf_counter() - t1
+        layout, segs = calls[-1][0], sum(c[1] for c in calls) / len(calls)
+        machines, clock = resources.Machines(layout), [0.0]
+        segments = layout.segments(0.01, 0.004)[: max(1, round(segs))]
+
+        def book(m=machines, seg=segments, clock=clock):
+            clock[0] = m.run(clock[0], seg, "")[1] - 0.004
+            m.advance(clock[0])
+
+        per = min(timeit.repeat(book, number=5000, repeat=3)) / 5000
+        print(
+            f"  {system:7s} {len(calls):6d} passes booked ({segs:.1f} segments each): booking alone "
+            f"{len(calls) * per:.2f} s ({per * 1e6:.1f} us a pass) of {whole:.2f} s for the point"
+        )
+
+
 def main() -> None:
     ws = load_workspace(ROOT / "config" / "config.yaml", base=ROOT)
     sim = ws.settings.simulation
@@ -76,6 +116,9 @@ def main() -> None:
         + ", ".join(f"{s} max {t:.2f} s" for s, t in events.items())
         + f" (goal < 0.5 s: {'met' if max(events.values()) < 0.5 else 'MISSED'})"
     )
+
+    print("event core at batch 128, OPT-66B, the work a per-event core cannot avoid:")
+    booking_floor(ws, sim, models, taus)
 
     # the policy zoo (figure policies): every policy on both system styles at batch 16 and 128, OPT-66B
     zoo = sim.experiments["policies"].policies
