@@ -82,37 +82,29 @@ def test_warp_reads_each_quantile_at_the_shifted_level(warp):
     assert np.sign(warp) * (q.mean() - q0.mean()) > 0.01
 
 
-def test_values_are_clipped_at_1e_6_at_the_low_end():
-    """A distribution with mass piled near 0 (Beta(0.3, 5): its lowest mid-point quantiles are far below 1e-6)
-    has its table clipped to 1e-6, with the logits of the clipped values (finite, logit(1e-6) at the bottom)."""
-    params = {"a": 0.3, "b": 5.0}
-    raw = raw_ppf("beta", params, MID)
-    assert raw.min() < 1e-9  # the clip has something to do
-    q, lq = quantile_table(model("beta", params))
-    expected = np.clip(raw, LO, HI)
-    np.testing.assert_allclose(q, expected, rtol=1e-6, atol=0)
-    np.testing.assert_allclose(lq, special.logit(expected), rtol=1e-6, atol=1e-6)
-    assert q.min() == np.float32(LO)
-    assert np.all(np.isfinite(lq))
-    assert lq.min() == pytest.approx(special.logit(LO), rel=1e-6)
-
-
 @pytest.mark.parametrize(
-    ("selected", "params", "warp"),
-    [("beta", {"a": 5.0, "b": 0.3}, 0.0), ("beta_mixture3", MIXTURE, 20.0)],
+    ("selected", "params", "warp", "end"),
+    [
+        ("beta", {"a": 0.3, "b": 5.0}, 0.0, LO),
+        ("beta", {"a": 5.0, "b": 0.3}, 0.0, HI),
+        ("beta_mixture3", MIXTURE, 20.0, HI),
+    ],
 )
-def test_values_are_clipped_at_1_minus_1e_6_at_the_high_end(selected, params, warp):
-    """A distribution with mass piled near 1 (Beta(5, 0.3), or the benchmark mixture warped by +20) has its
-    table clipped to 1 - 1e-6 (never 1), with the logits of the clipped values (logit(1 - 1e-6) at the top)."""
+def test_values_are_clipped_to_1e_6_from_either_end(selected, params, warp, end):
+    """A distribution with mass piled near 0 (Beta(0.3, 5)) or near 1 (Beta(5, 0.3), or the benchmark mixture
+    warped by +20) has its table clipped to [1e-6, 1 - 1e-6] (never 0 or 1), with the logits of the clipped
+    values: finite, and logit(1e-6) or logit(1 - 1e-6) at that end."""
     raw = raw_ppf(selected, params, warped(warp))
-    assert raw.max() > 1 - 1e-9  # the clip has something to do
+    beyond = raw.min() < 1e-9 if end == LO else raw.max() > 1 - 1e-9
+    assert beyond  # the clip has something to do
     q, lq = quantile_table(model(selected, params), warp)
     expected = np.clip(raw, LO, HI)
     np.testing.assert_allclose(q, expected, rtol=1e-6, atol=0)
     np.testing.assert_allclose(lq, special.logit(expected), rtol=1e-5, atol=1e-5)
-    assert q.max() == np.float32(HI)
     assert np.all(np.isfinite(lq))
-    assert lq.max() == pytest.approx(special.logit(HI), rel=1e-6)
+    at_end = (q.min(), lq.min()) if end == LO else (q.max(), lq.max())
+    assert at_end[0] == np.float32(end)
+    assert at_end[1] == pytest.approx(special.logit(end), rel=1e-6)
 
 
 def test_tables_are_float32():
