@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from adsl.fitting.generator import CONTINUED, FIRST, LOGISTIC_BITS, logistic_table, match_runs
+from adsl.profiling.replay import match_runs as scalar_match_runs
 
 UINT16_MAX = np.iinfo(np.uint16).max  # 65535
 
@@ -27,19 +28,6 @@ def _reference_runs(acc, continuing=False):
                     break
                 k += 1
             out[r, i] = k
-    return out
-
-
-def _reference_runs_backward(acc):
-    """Long bool streams: runs[i] = runs[i + 1] + 1 where accepted, else 0 (a backward loop in Python ints)."""
-    n, t = acc.shape
-    out = np.zeros((n, t), dtype=np.int64)
-    for r in range(n):
-        nxt = 0
-        row = acc[r].tolist()
-        for i in range(t - 1, -1, -1):
-            nxt = nxt + 1 if row[i] else 0
-            out[r, i] = nxt
     return out
 
 
@@ -123,7 +111,8 @@ def test_runs_of_streams_longer_than_uint16_are_int32_and_correct():
     runs = match_runs(acc)
     assert runs.dtype == np.int32
     assert int(runs[0, 0]) == t
-    np.testing.assert_array_equal(runs, _reference_runs_backward(acc))
+    # adsl.profiling.replay's scalar backward loop, row by row
+    np.testing.assert_array_equal(runs, np.array([scalar_match_runs(row) for row in acc]))
 
 
 def test_logistic_table_is_the_float32_mid_point_logistic_quantiles():
