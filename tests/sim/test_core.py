@@ -333,7 +333,9 @@ def test_the_event_core_rejects_what_the_engine_rejects(models, hw):
 
 def test_free_drafting_reaches_the_verification_only_bound(models, hw, monkeypatch):
     """Hiding more work can only help: with drafting free, the run takes exactly its verification passes."""
-    monkeypatch.setattr(PassTables, "draft_pass", lambda self, n, ctx: (0, 0.0, 0.0))
+    monkeypatch.setattr(
+        PassTables, "draft_costs", lambda self, n, ctx: (np.zeros(n.shape, int),) + (np.zeros(n.shape),) * 2
+    )
     pair = models.pair("OPT-66B")
     conf, acc = _streams(11, 1, 8, 160)
     out = np.full((1, 8), 80)

@@ -346,7 +346,8 @@ def _two_requests_by_hand(models, hw, monkeypatch, draft_gpu_s, draft_pim_s):
     verification 2 s on the GPU), d = 2, every token accepted, ``idle`` trigger, one micro-batch:
     request A drafts one token a pass (its running product allows one) and keeps nothing eager, B drafts
     two and keeps its eager tokens every pass."""
-    monkeypatch.setattr(PassTables, "draft_pass", lambda self, n, ctx: (0, draft_gpu_s, draft_pim_s))
+    costs = lambda self, n, ctx: (np.zeros(n.shape, int), np.full(n.shape, draft_gpu_s), np.full(n.shape, draft_pim_s))  # noqa: E731
+    monkeypatch.setattr(PassTables, "draft_costs", costs)
     monkeypatch.setattr(PassTables, "verify_pass", lambda self, n, ctx, q: (0, 1, 0.0, 2.0, 0.0))
     d = 2
     out = np.array([[40, 40]])

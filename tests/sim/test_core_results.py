@@ -95,13 +95,22 @@ def _pass_cost(tables, table, variant, n, ctx, q0, f):
     return energy, busy, cls
 
 
+def _steps(passes):
+    """A job's passes one by one: a draft chain's block of arrays (variant, n, ctx per step) as its steps."""
+    for table, v, n, ctx, q0, f in passes:
+        if isinstance(n, np.ndarray):
+            yield from ((table, int(a), int(b), float(c), q0, f) for a, b, c in zip(v, n, ctx, strict=True))
+        else:
+            yield table, v, n, ctx, q0, f
+
+
 def _by_hand(tables, rep, lo, hi):
     """Energy, device and class times of a replica's passes, each job counted by its share in [lo, hi]."""
     energy, busy, cls = 0.0, {"gpu": 0.0, "pim": 0.0, "link": 0.0}, {}
     for _kind, s, e, passes in rep.jobs:
         assert e > s  # every booked pass takes time
         share = max(0.0, min(e, hi) - max(s, lo)) / (e - s)
-        for p in passes:
+        for p in _steps(passes):
             assert p[2] > 0  # no pass over zero requests is ever booked
             en, b, c = _pass_cost(tables, *p)
             energy += share * en
@@ -191,7 +200,7 @@ def test_pass_counters_and_stage_times_follow_the_booked_jobs(models, hw, monkey
         done = rep.t_done if serving is None else rep.t_done[(rep.t_done > lo) & (rep.t_done <= hi)]
         assert res.window["completed"][r] == done.size > 0
         if serving is None:
-            drafted = sum(p[2] for j in rep.jobs if j[0] in ("draft", "eager") for p in j[3])
+            drafted = sum(p[2] for j in rep.jobs if j[0] in ("draft", "eager") for p in _steps(j[3]))
             assert res.drafted[r] == drafted
             assert res.iterations[r] > 0 and min(j[3][0][2] for j in ver) == 1  # a pass over one request
             if setup.decoding == "ad":

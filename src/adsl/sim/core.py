@@ -119,6 +119,16 @@ class PassTables:
         if sd:
             self.prefill.append(PassTable.build(pair.draft, s, q, PREFILL_MAPPING, slots, 1.0, setup.draft_copies))
 
+    def draft_costs(self, n: np.ndarray, ctx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``draft_pass`` element by element over arrays of request counts and mean contexts."""
+        v = np.zeros(n.shape, np.int64)
+        g, p = self.draft[0].at_many(n, ctx)
+        for k, t in enumerate(self.draft[1:], 1):
+            g1, p1 = t.at_many(n, ctx)
+            better = g1 + p1 < g + p  # ties keep the lower variant, as draft_pass
+            v, g, p = np.where(better, k, v), np.where(better, g1, g), np.where(better, p1, p)
+        return v, g, p
+
     def draft_pass(self, n: int, ctx: float) -> tuple[int, float, float]:
         """(variant, GPU s, PIM s): the faster placement of draft FC when the scheduler is on."""
         best = None
@@ -140,6 +150,49 @@ class PassTables:
             if best is None or g + p < best[3] + best[4]:
                 best = (v, q0, f, g, p)
         return best
+
+
+_ONE_GROUP = np.zeros(1, np.int64)
+
+
+@dataclass(frozen=True)
+class DraftChains:
+    """Draft chains of many (replica, micro-batch) pairs at once. Step j of a chain drafts for its
+    requests with a length > j; (R, G, K) arrays hold each step's draft-table variant, request count and
+    mean context, (R, G) arrays each chain's steps, serial GPU + link and PIM seconds (the sums of its
+    steps', in step order) and steps with the draft's FC on PIM."""
+
+    steps: np.ndarray
+    gpu_s: np.ndarray
+    pim_s: np.ndarray
+    variant: np.ndarray
+    n: np.ndarray
+    ctx: np.ndarray
+    fc_on_pim: np.ndarray
+
+
+def draft_chains(tables: PassTables, lengths, ctx, starts, fc_on_pim) -> DraftChains:
+    """``lengths`` (R, S) draft tokens per slot (0: not drafting), ``ctx`` (R, S) each slot's context
+    when the chain starts, ``starts`` the first slot of each micro-batch (contiguous, non-empty);
+    ``fc_on_pim[v]``: draft variant v places FC on PIM."""
+    step = np.arange(int(lengths.max()))
+    drafting = lengths[:, :, None] > step
+    n = np.add.reduceat(drafting.astype(np.int64), starts, axis=1)
+    total = np.add.reduceat(np.where(drafting, ctx[:, :, None], 0.0), starts, axis=1)
+    c = total / np.maximum(n, 1) + step
+    v, g, p = tables.draft_costs(n, c)
+    some = n > 0
+    g, p = np.where(some, g, 0.0), np.where(some, p, 0.0)
+    return DraftChains(
+        steps=np.maximum.reduceat(lengths, starts, axis=1),
+        # cumsum adds in step order, as one pass after the other (a plain sum may pair them up)
+        gpu_s=g.cumsum(axis=2)[..., -1],
+        pim_s=p.cumsum(axis=2)[..., -1],
+        variant=v,
+        n=n,
+        ctx=c,
+        fc_on_pim=(some & np.asarray(fc_on_pim)[v]).sum(axis=2),
+    )
 
 
 @dataclass
@@ -231,22 +284,18 @@ class _Replica:
         GPU / PIM split are the sum of its passes'."""
         if lengths.size == 0 or lengths.max() <= 0:
             return release
-        k = int(lengths.max())
-        counts = np.bincount(lengths, minlength=k + 1)[1:]  # requests drafting exactly j + 1 tokens
-        csum = np.bincount(lengths, weights=ctx + offset, minlength=k + 1)[1:]
-        n_j = counts[::-1].cumsum()[::-1]
-        c_j = csum[::-1].cumsum()[::-1] / np.maximum(n_j, 1)
-        g_sum = p_sum = 0.0
-        passes = []
-        for j in range(k):
-            n, c = int(n_j[j]), float(c_j[j]) + j
-            v, g, p = self.t.draft_pass(n, c)
-            g_sum += g
-            p_sum += p
-            passes.append(("draft", v, n, c, 0, 0.0))
-            self.placement["draft_fc_on_pim"][0] += self.fc_on_pim[v]
-        self.placement["draft_fc_on_pim"][1] += k
-        return self._issue(kind, release, g_sum, p_sum, passes, everywhere=self.s.draft_copies > 1)
+        chains = draft_chains(self.t, lengths[None], (ctx + offset)[None], _ONE_GROUP, self.fc_on_pim)
+        return self._book_chain(kind, release, chains, 0, 0)
+
+    def _book_chain(self, kind, release, chains, r, g):
+        """Book chain (r, g) of ``chains`` (``draft_chains``) from ``release``; returns its end."""
+        k = int(chains.steps[r, g])
+        passes = [("draft", chains.variant[r, g, :k], chains.n[r, g, :k], chains.ctx[r, g, :k], 0, 0.0)]
+        hits = self.placement["draft_fc_on_pim"]
+        hits[0] += int(chains.fc_on_pim[r, g])
+        hits[1] += k
+        g_s, p_s = float(chains.gpu_s[r, g]), float(chains.pim_s[r, g])
+        return self._issue(kind, release, g_s, p_s, passes, everywhere=self.s.draft_copies > 1)
 
     def _verify(self, release, n, ctx, q):
         v, q0, f, g, p = self.t.verify_pass(n, ctx, q)
@@ -320,9 +369,7 @@ class _Replica:
             return self._loop(self._ad_round)
         if not self.s.pool_tokens:
             return self._loop(self._sd_round)
-        if not self.s.eager:
-            return self._sequential_pool()
-        return self._async_pool()
+        return self._sequential_pool()  # the asynchronous pool runs every replica at once: _AsyncPools
 
     def _active(self, sl):
         return self.slots.left[sl] > 0
@@ -434,56 +481,95 @@ class _Replica:
                 emitted = np.where(a, np.minimum(acc + 1, self.slots.left[sl]), 0)
                 t = max(t, self._advance(sl, end, emitted, acc + 1, a))
 
-    def _async_pool(self):
-        """SADDLE-s / SADDLE: each request's next pool entry is ready when its drafting ends (at once for
-        a request that keeps its eager tokens); the verifier takes every ready entry as soon as it is idle
-        (``pool_trigger: idle``) or once every request's entry is ready (``complete``)."""
-        s = self.slots
-        n_slots = s.cur.size
-        ready = np.zeros(n_slots)  # when each slot's entry is in the pool
-        offered = np.zeros(n_slots, np.int64)  # tokens of that entry
-        full = np.zeros(n_slots, np.int64)  # running-product length from where each request stands
-        group_of = np.zeros(n_slots, np.int64)
-        for i, g in enumerate(self.groups):
-            group_of[g] = i
-        self._draft_fresh(np.arange(n_slots), np.zeros(n_slots), ready, offered, full, group_of)
-        verifier_free = 0.0
-        while True:
-            if s.arrival is not None:  # open loop: idle slots take what has arrived before the next pass
-                verifier_free = self._refill(verifier_free, ready, offered, full, group_of)
-                if verifier_free is None:
-                    return
-            act = s.left > 0
-            if not act.any():
-                return
-            pending = ready[act]
-            if self.s.pool_trigger == "complete":
-                start = max(verifier_free, float(pending.max()))
-            else:
-                start = max(verifier_free, float(pending.min()))
-            self.m.advance(min(start, verifier_free))
-            idx = np.flatnonzero(act & (ready <= start))
-            lv = self._admit(idx, offered)
-            end = self._verify(start, idx.size, float(s.ctx[idx].mean()), float((lv + 1).mean()))
-            # the next pass may enter once this one has cleared the first pipeline stage (all of a
-            # tensor-parallel group): verification passes of a pipeline overlap stage by stage
-            verifier_free = self.m.first_stage
-            self.rounds.append((end, idx.size, 0))
-            self._finish(idx, start, end, lv, ready, offered, full, group_of)
 
-    def _refill(self, now, ready, offered, full, group_of):
-        """Open loop, before a pooled pass at ``now``: idle slots take the requests that have arrived, are
-        prefilled and draft their first entries; with nothing in flight, wait for the next arrival.
-        Returns the time the verifier may start (None: no request left)."""
-        s = self.slots
+class _AsyncPools:
+    """SADDLE-s / SADDLE (``pool_tokens`` with ``eager``) over every replica in lockstep. Each request's
+    next pool entry is ready when its drafting ends (at once for a request that keeps its eager tokens);
+    the verifier takes every ready entry as soon as it is idle (``pool_trigger: idle``) or once every
+    request's entry is ready (``complete``). Replicas keep their own clocks and machines, and a replica's
+    k-th pass depends only on its own earlier ones, so the k-th passes of all replicas are decided
+    together as (replicas, slots) arrays; only what touches one replica's machines or queue (booking,
+    admission, prefill) runs replica by replica, in the order that replica alone would run it."""
+
+    def __init__(self, reps: list[_Replica], runs, cont_runs, lengths, conf, later):
+        self.reps = reps
+        setup = reps[0].s
+        self.d, self.trigger, self.capacity = setup.draft_length, setup.pool_trigger, setup.pool_tokens
+        # every replica's slot state as one row of a stacked array; the replica keeps a view of its row
+        for obj, names in ((lambda r: r.slots, ("cur", "pos", "left", "ctx")), (lambda r: r, ("held", "continuing"))):
+            for name in names:
+                stacked = np.stack([getattr(obj(r), name) for r in reps])
+                setattr(self, name, stacked)
+                for i, r in enumerate(reps):
+                    setattr(obj(r), name, stacked[i])
+        self.runs, self.cont_runs, self.lengths, self.conf, self.later = runs, cont_runs, lengths, conf, later
+        self.rows = np.arange(len(reps))[:, None]
+        self.n_req = reps[0].slots.n
+        groups = reps[0].groups
+        self.starts = np.array([g.start for g in groups])
+        self.group_of = np.repeat(np.arange(len(groups)), [g.stop - g.start for g in groups])
+        shape = self.left.shape
+        self.ready = np.zeros(shape)  # when each slot's entry is in the pool
+        self.offered = np.zeros(shape, np.int64)  # tokens of that entry
+        self.full = np.zeros(shape, np.int64)  # running-product length from where each request stands
+        self.stats = {
+            k: np.zeros(len(reps), np.int64) for k in ("eager", "migrated", "discarded", "wasted", "pool_max")
+        }
+
+    def run(self, serving: Continuous | None) -> None:
+        reps = self.reps
+        for rep in reps:
+            rep.serving = serving
+        x = len(reps)
+        open_loop = reps[0].slots.arrival is not None
+        self._draft_fresh(np.ones(self.left.shape, bool), np.zeros(self.left.shape))
+        verifier_free = np.zeros(x)
+        gone = np.zeros(x, bool)  # open loop: no request left
+        while True:
+            if open_loop:  # idle slots take what has arrived before the next pass
+                for i in np.flatnonzero(~gone):
+                    now = self._refill(i, float(verifier_free[i]))
+                    gone[i] = now is None
+                    verifier_free[i] = verifier_free[i] if now is None else now
+            act = self.left > 0
+            alive = act.any(axis=1) & ~gone
+            if not alive.any():
+                break
+            if self.trigger == "complete":
+                pending = np.where(act, self.ready, -np.inf).max(axis=1)
+            else:
+                pending = np.where(act, self.ready, np.inf).min(axis=1)
+            start = np.maximum(verifier_free, pending)
+            sel = act & (self.ready <= start[:, None]) & alive[:, None]
+            lv = self._admit(sel)
+            end = np.zeros(x)
+            for i in np.flatnonzero(alive):
+                rep, m = reps[i], sel[i]
+                rep.m.advance(min(float(start[i]), float(verifier_free[i])))
+                n = int(m.sum())
+                end[i] = rep._verify(float(start[i]), n, float(self.ctx[i][m].mean()), float((lv[i][m] + 1).mean()))
+                # the next pass may enter once this one has cleared the first pipeline stage (all of a
+                # tensor-parallel group): verification passes of a pipeline overlap stage by stage
+                verifier_free[i] = rep.m.first_stage
+                rep.rounds.append((float(end[i]), n, 0))
+            self._finish(sel, alive, start, end, lv)
+        for i, rep in enumerate(reps):
+            rep.stats = {k: int(v[i]) for k, v in self.stats.items()}
+
+    def _refill(self, i: int, now: float) -> float | None:
+        """Open loop, replica ``i`` before a pooled pass at ``now``: idle slots take the requests that have
+        arrived, are prefilled and draft their first entries; with nothing in flight, wait for the next
+        arrival. Returns the time the verifier may start (None: no request left)."""
+        rep = self.reps[i]
+        s = rep.slots
         while True:
             idle = s.left == 0
             if idle.any() and s.waiting(now):
-                every = slice(0, s.cur.size)
-                admitted = s.admit(idle, self.prompt, self.out, now)
-                t = self._start(every, admitted, now)
-                idx = np.flatnonzero(admitted)
-                self._draft_fresh(idx, np.full(idx.size, t), ready, offered, full, group_of)
+                admitted = s.admit(idle, rep.prompt, rep.out, now)
+                t = rep._start(slice(None), admitted, now)
+                mask = np.zeros(self.left.shape, bool)
+                mask[i] = admitted
+                self._draft_fresh(mask, np.full(self.left.shape, t))
             if (s.left > 0).any():
                 return now
             nxt = s.next_arrival()
@@ -491,82 +577,106 @@ class _Replica:
                 return None
             now = max(now, nxt)
 
-    def _admit(self, idx, offered):
-        """Pool admission of the entries of slots ``idx``: at most d tokens a request, C in all, the
+    def _windows(self, width: int) -> np.ndarray:
+        """(replicas, slots, width) confidences from where each slot's request stands: the draft's first
+        token, then its later ones."""
+        req = np.minimum(self.cur, self.n_req - 1)
+        w = self.later[self.rows[:, :, None], req[:, :, None], self.pos[:, :, None] + np.arange(width)]
+        w[:, :, 0] = self.conf[self.rows, req, self.pos]
+        return w
+
+    def _admit(self, sel: np.ndarray) -> np.ndarray:
+        """Pool admission of the entries of slots ``sel``: at most d tokens a request, C in all, the
         tokens with the highest running product first."""
-        d, s = self.s.draft_length, self.slots
-        want = np.minimum(offered[idx], d)
-        req = np.minimum(s.cur[idx], s.n - 1)
-        pos = s.pos[idx]
-
-        def conf_window():
-            w = self.later[req[:, None], pos[:, None] + np.arange(d)]
-            w[:, 0] = self.conf[req, pos]
-            return w[None]
-
-        lv = pool_admit(want[None], conf_window, np.array([idx.size]), self.s.pool_tokens)[0]
-        self.stats["pool_max"] = max(self.stats["pool_max"], int((lv + 1).sum()))
+        want = np.where(sel, np.minimum(self.offered, self.d), 0)
+        lv = pool_admit(want, lambda: self._windows(self.d), sel.sum(axis=1), self.capacity)
+        st = self.stats
+        st["pool_max"] = np.maximum(st["pool_max"], np.where(sel, lv + 1, 0).sum(axis=1))
         return lv
 
-    def _group_chains(self, idx, releases, lengths, offset, group_of, kind):
-        """One draft chain per micro-batch among the slots ``idx``; returns each slot's chain end."""
-        ends = np.zeros(idx.size)
-        g = group_of[idx]
-        for i in np.unique(g):
-            sel = g == i
-            ends[sel] = self._draft_chain(
-                float(releases[sel].max()), lengths[sel], self.slots.ctx[idx[sel]], offset[sel], kind
-            )
-        return ends
+    def _chains(self, kind: str, lengths: np.ndarray, ctx: np.ndarray, release: np.ndarray) -> np.ndarray:
+        """One draft chain per (replica, micro-batch) of the slots with ``lengths`` > 0, each released at
+        ``release`` (replicas, groups); returns the chains' ends (``release`` where a group drafts none)."""
+        chains = draft_chains(self.reps[0].t, lengths, ctx, self.starts, self.reps[0].fc_on_pim)
+        ends = release.copy()
+        for i, g in zip(*np.nonzero(chains.steps > 0), strict=True):  # a replica's groups in order
+            ends[i, g] = self.reps[i]._book_chain(kind, float(release[i, g]), chains, i, g)
+        return ends[self.rows, self.group_of]
 
-    def _draft_fresh(self, idx, releases, ready, offered, full, group_of):
-        """Slots ``idx`` without a kept eager entry draft a fresh one (from ``releases``, per micro-batch)."""
-        d, s = self.s.draft_length, self.slots
-        act = s.left[idx] > 0
-        req = np.minimum(s.cur[idx], s.n - 1)
-        full[idx] = np.where(act, np.minimum(self.lengths[req, s.pos[idx]], 2 * d + 1), 0)
-        held = self.held[idx]
-        fresh = np.where(act & (held == 0), np.minimum(full[idx], d), 0)
-        offered[idx] = np.where(held > 0, held, fresh)
+    def _draft_fresh(self, sel: np.ndarray, releases: np.ndarray) -> None:
+        """Slots ``sel`` without a kept eager entry draft a fresh one (from ``releases``, per micro-batch)."""
+        d = self.d
+        act = sel & (self.left > 0)
+        req = np.minimum(self.cur, self.n_req - 1)
+        full = np.where(act, np.minimum(self.lengths[self.rows, req, self.pos], 2 * d + 1), 0)
+        self.full = np.where(sel, full, self.full)
+        fresh = np.where(act & (self.held == 0), np.minimum(self.full, d), 0)
+        self.offered = np.where(sel, np.where(self.held > 0, self.held, fresh), self.offered)
+        self.ready = np.where(sel, releases, self.ready)
         draft = fresh > 0
-        ready[idx] = releases
-        if draft.any():
-            zero = np.zeros(draft.sum())
-            ready[idx[draft]] = self._group_chains(idx[draft], releases[draft], fresh[draft], zero, group_of, "draft")
-            self.rounds.append((float(releases[draft].min()), 0, int(fresh.sum())))
+        if not draft.any():
+            return
+        start = np.maximum.reduceat(np.where(draft, releases, -np.inf), self.starts, axis=1)
+        self.ready = np.where(draft, self._chains("draft", fresh, self.ctx + 0.0, start), self.ready)
+        first = np.where(draft, releases, np.inf).min(axis=1)
+        tokens = fresh.sum(axis=1)
+        for i in np.flatnonzero(draft.any(axis=1)):
+            self.reps[i].rounds.append((float(first[i]), 0, int(tokens[i])))
 
-    def _finish(self, idx, start, end, lv, ready, offered, full, group_of):
+    def _finish(self, sel, alive, start, end, lv) -> None:
         """Eager drafting of the verified requests during the pass, then acceptance and their next entries."""
-        d, s = self.s.draft_length, self.slots
-        off = offered[idx]
-        extra = np.clip(np.minimum(full[idx], off + d + 1) - off, 0, d + 1)
-        eager_end = np.full(idx.size, start)
-        if extra.any():
-            e = extra > 0
-            eager_end[e] = self._group_chains(idx[e], np.full(e.sum(), start), extra[e], off[e], group_of, "eager")
-            self.rounds.append((start, 0, int(extra.sum())))
-        req = np.minimum(s.cur[idx], s.n - 1)
-        pos = s.pos[idx]
-        run = (
-            self.runs[req, pos]
-            if self.cont_runs is self.runs
-            else np.where(self.continuing[idx], self.cont_runs[req, pos], self.runs[req, pos])
-        )
+        d, rows = self.d, self.rows
+        off = self.offered
+        extra = np.where(sel, np.clip(np.minimum(self.full, off + d + 1) - off, 0, d + 1), 0)
+        eager_end = np.broadcast_to(start[:, None], sel.shape)
+        e = extra > 0
+        if e.any():
+            release = np.broadcast_to(start[:, None], (start.size, self.starts.size))
+            eager_end = np.where(e, self._chains("eager", extra, self.ctx + off, release), eager_end)
+            tokens = extra.sum(axis=1)
+            for i in np.flatnonzero(e.any(axis=1)):
+                self.reps[i].rounds.append((float(start[i]), 0, int(tokens[i])))
+        req = np.minimum(self.cur, self.n_req - 1)
+        run = self.runs[rows, req, self.pos]
+        if self.cont_runs is not self.runs:
+            run = np.where(self.continuing, self.cont_runs[rows, req, self.pos], run)
         acc = np.minimum(run, lv)
         left = off + extra - lv
         bonus = (acc == lv) & (run > lv) & (left > 0)
-        keep = bonus & (left > 1)
+        keep = bonus & (left > 1) & sel
+        lost = sel & ~keep
         st = self.stats
-        st["eager"] += int(extra.sum())
-        st["migrated"] += int(np.where(keep, left - 1, 0).sum())
-        st["discarded"] += int(np.where(~keep, extra, 0).sum())
-        st["wasted"] += int(np.where(~keep, off + extra - acc - bonus, 0).sum())
-        self.held[idx] = np.where(keep, left - 1, 0)
-        self.continuing[idx] = keep
-        act = np.ones(idx.size, bool)
-        emitted = np.minimum(acc + 1, s.left[idx])
-        t = self._advance(idx, end, emitted, acc + 1, act)  # refills finished slots (their prefill)
-        self._draft_fresh(idx, np.maximum(t, eager_end), ready, offered, full, group_of)
+        st["eager"] += extra.sum(axis=1)
+        st["migrated"] += np.where(keep, left - 1, 0).sum(axis=1)
+        st["discarded"] += np.where(lost, extra, 0).sum(axis=1)
+        st["wasted"] += np.where(lost, off + extra - acc - bonus, 0).sum(axis=1)
+        self.held[sel] = np.where(keep, left - 1, 0)[sel]
+        self.continuing[sel] = keep[sel]
+        emitted = np.where(sel, np.minimum(acc + 1, self.left), 0)
+        t = self._advance(sel, alive, end, emitted, acc + 1)  # refills finished slots (their prefill)
+        self._draft_fresh(sel, np.maximum(t[:, None], eager_end))
+
+    def _advance(self, sel, alive, end, emitted, advance) -> np.ndarray:
+        """Emit the verified slots' tokens, refill finished slots; returns when each replica may go on."""
+        self.left -= emitted
+        self.ctx += emitted
+        self.pos += np.where(sel, advance, 0)
+        done = sel & (self.left == 0)
+        self.continuing &= ~done
+        self.held[done] = 0
+        tokens, completed = emitted.sum(axis=1), done.sum(axis=1)
+        # finished slots (and, open loop, idle ones) take the requests queued by now
+        free = done if self.reps[0].slots.arrival is None else sel & (self.left == 0)
+        t = end.copy()
+        for i in np.flatnonzero(alive):
+            rep = self.reps[i]
+            if completed[i]:
+                rep.t_done[self.cur[i][done[i]]] = end[i]
+            rep.events.append((float(end[i]), float(tokens[i]), int(completed[i])))
+            if free[i].any() and rep.slots.waiting(end[i]):
+                admitted = rep.slots.admit(free[i], rep.prompt, rep.out, end[i])
+                t[i] = rep._start(slice(None), admitted, float(end[i]))
+        return t
 
 
 def _union(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:
@@ -633,21 +743,37 @@ def simulate_core(
         one = dataclasses.replace(setup, schedule=dataclasses.replace(setup.schedule, micro_batches=1))
         res = from_engine(simulate(one, pair, prompt, out, accept, draft_lengths, serving))
         return dataclasses.replace(res, placement={**res.placement, "micro_batches": 1.0})
-    replicas = []
-    for r in range(x):
-        runs = cont = None
-        if sd:
-            runs = match_runs(accept[r])
-            cont = runs if accept.dtype == bool else match_runs(accept[r], True)
-        conf = None if confidence is None else confidence[r]
-        later = conf if confidence_later is None else confidence_later[r]
-        lengths = None if draft_lengths is None else np.asarray(draft_lengths[r])
-        arrival = None if arrivals is None else arrivals[r]
-        rep = _Replica(
-            setup, tables, layout, prompt[r], out[r], runs, cont, lengths, conf, later, slots, timelines, mb, arrival
+    runs = cont = None
+    if sd:
+        runs = match_runs(accept.reshape(x * n_req, -1)).reshape(x, n_req, -1)
+        cont = runs if accept.dtype == bool else match_runs(accept.reshape(x * n_req, -1), True).reshape(runs.shape)
+    conf = confidence
+    later = conf if confidence_later is None else confidence_later
+    lengths = None if draft_lengths is None else np.asarray(draft_lengths)
+    replicas = [
+        _Replica(
+            setup,
+            tables,
+            layout,
+            prompt[r],
+            out[r],
+            None if runs is None else runs[r],
+            None if cont is None else cont[r],
+            None if lengths is None else lengths[r],
+            None if conf is None else conf[r],
+            None if later is None else later[r],
+            slots,
+            timelines,
+            mb,
+            None if arrivals is None else arrivals[r],
         )
-        rep.run(serving)
-        replicas.append(rep)
+        for r in range(x)
+    ]
+    if setup.pool_tokens and setup.eager:
+        _AsyncPools(replicas, runs, cont, lengths, conf, later).run(serving)
+    else:
+        for rep in replicas:
+            rep.run(serving)
     res = _result(setup, tables, replicas, serving, timelines)
     return dataclasses.replace(res, placement={**res.placement, "micro_batches": float(mb)})
 
@@ -729,16 +855,7 @@ def _result(setup, tables, replicas, serving, timelines) -> RunResult:
         rounds[r] = sum(q[1] for q in in_rounds)
         drafted[r] = sum(q[2] for q in in_rounds)
         # energy, device and class times of the passes, each counted by its share inside the window
-        groups: dict = {}
-        for _kind, s, e, passes in rep.jobs:
-            share = 1.0 if e <= s else max(0.0, min(e, hi) - max(s, lo)) / (e - s)
-            if share <= 0:
-                continue
-            for table, variant, n, ctx, q0, f in passes:
-                if n > 0:
-                    groups.setdefault((table, variant, q0), []).append((n, ctx, f, share))
-        for (table, variant, q0), rows in groups.items():
-            n_a, c_a, f_a, w_a = (np.array(v) for v in zip(*rows, strict=True))
+        for (table, variant, q0), (n_a, c_a, f_a, w_a) in _pass_groups(rep.jobs, lo, hi):
             if table == "verify":
                 parts = [(tables.verify[variant][q0 - 1], 1 - f_a)]
                 if (f_a > 0).any():
@@ -787,6 +904,42 @@ def _result(setup, tables, replicas, serving, timelines) -> RunResult:
         else None,
         requests=_requests(replicas) if replicas and replicas[0].slots.arrival is not None else None,
     )
+
+
+def _pass_groups(jobs, lo: float, hi: float) -> list[tuple[tuple, tuple[np.ndarray, ...]]]:
+    """The passes of ``jobs`` with their share inside [lo, hi], grouped by (table, variant, q0) in the
+    order each group first appears: ((table, variant, q0), (n, ctx, f, share)), rows in job order. A
+    draft chain's passes come as one block of arrays (variant, n, ctx per step)."""
+    groups: dict = {}
+    first: dict = {}
+    blocks = []  # draft chains: (position of the first step, variants, n, ctx, share)
+    at = 0
+    for _kind, s, e, passes in jobs:
+        share = 1.0 if e <= s else max(0.0, min(e, hi) - max(s, lo)) / (e - s)
+        if share <= 0:
+            continue
+        for table, variant, n, ctx, q0, f in passes:
+            if isinstance(n, np.ndarray):
+                blocks.append((at, variant, n, ctx, share))
+                at += n.size
+            elif n > 0:
+                key = (table, variant, q0)
+                if key not in groups:
+                    groups[key], first[key] = [], at
+                groups[key].append((n, ctx, f, share))
+                at += 1
+    out = {key: tuple(np.array(v) for v in zip(*rows, strict=True)) for key, rows in groups.items()}
+    if blocks:
+        v_a = np.concatenate([b[1] for b in blocks])
+        n_a = np.concatenate([b[2] for b in blocks])
+        c_a = np.concatenate([b[3] for b in blocks])
+        w_a = np.repeat([b[4] for b in blocks], [b[2].size for b in blocks])
+        where = np.concatenate([b[0] + np.arange(b[2].size) for b in blocks])
+        for v in np.unique(v_a):
+            m = v_a == v
+            key = ("draft", int(v), 0)
+            out[key], first[key] = (n_a[m], c_a[m], np.zeros(int(m.sum())), w_a[m]), int(where[m][0])
+    return sorted(out.items(), key=lambda item: first[item[0]])
 
 
 def _requests(replicas) -> dict[str, np.ndarray]:

@@ -138,13 +138,16 @@ class PassTable:
     table: CostTable
     gpu: list  # per request count, per context grid point (Python floats: fast scalar arithmetic)
     pim: list
+    gpu_a: np.ndarray  # the same as arrays, for look-ups of many passes at once
+    pim_a: np.ndarray
 
     @classmethod
     def build(cls, model, system, q, mapping, n_max, ctx_max, copies=1) -> PassTable:
         t = CostTable.build(model, system, q, mapping, Schedule(), n_max, ctx_max, copies)
         zero = np.zeros_like(t.time_s)
         gpu = t.busy_s.get("gpu", zero) + t.busy_s.get("link", zero)
-        return cls(t, gpu.tolist(), t.busy_s.get("pim", zero).tolist())
+        pim = t.busy_s.get("pim", zero)
+        return cls(t, gpu.tolist(), pim.tolist(), gpu, pim)
 
     def at(self, n: int, ctx: float) -> tuple[float, float]:
         """(GPU + link seconds, PIM seconds) of a pass over ``n`` requests at mean context ``ctx``,
@@ -156,3 +159,14 @@ class PassTable:
         i = min(int(pos), len(g) - 2)
         f = pos - i
         return g[i] * (1 - f) + g[i + 1] * f, p[i] * (1 - f) + p[i + 1] * f
+
+    def at_many(self, n: np.ndarray, ctx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``at`` element by element over arrays of request counts and mean contexts (the same float
+        operations, so the same values); 0 where ``n`` is 0."""
+        pos = ctx / CTX_STEP
+        i = np.minimum(pos.astype(np.int64), self.gpu_a.shape[1] - 2)
+        f = pos - i
+        g = self.gpu_a[n, i] * (1 - f) + self.gpu_a[n, i + 1] * f
+        p = self.pim_a[n, i] * (1 - f) + self.pim_a[n, i + 1] * f
+        some = n > 0
+        return np.where(some, g, 0.0), np.where(some, p, 0.0)
