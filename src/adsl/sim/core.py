@@ -39,6 +39,7 @@ from adsl.sim.pools import pool_admit
 from adsl.sim.resources import Layout, Machines, PassTable
 
 KINDS = ("draft", "eager", "verify", "decode", "prefill")
+SCALAR_STEPS = 16  # PassTables.draft_costs: up to this many passes, scalar look-ups are faster
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,10 @@ class PassTables:
 
     def draft_costs(self, n: np.ndarray, ctx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``draft_pass`` element by element over arrays of request counts and mean contexts."""
+        if n.size <= SCALAR_STEPS:  # one chain: Python floats beat numpy's cost per call
+            rows = [self.draft_pass(a, b) for a, b in zip(n.ravel().tolist(), ctx.ravel().tolist(), strict=True)]
+            v, g, p = zip(*rows, strict=True) if rows else ((), (), ())
+            return np.array(v, np.int64).reshape(n.shape), np.array(g).reshape(n.shape), np.array(p).reshape(n.shape)
         v = np.zeros(n.shape, np.int64)
         g, p = self.draft[0].at_many(n, ctx)
         for k, t in enumerate(self.draft[1:], 1):
@@ -150,9 +155,6 @@ class PassTables:
             if best is None or g + p < best[3] + best[4]:
                 best = (v, q0, f, g, p)
         return best
-
-
-_ONE_GROUP = np.zeros(1, np.int64)
 
 
 @dataclass(frozen=True)
@@ -257,6 +259,7 @@ class _Replica:
         mb = max(1, min(mb, slots))
         edges = np.linspace(0, slots, mb + 1).round().astype(int)
         self.groups = [slice(a, b) for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
+        self._stretch: list[list | None] = [None] * len(self.groups)  # AD: see _ad_round
         # (kind, start, end, passes): passes = [(table, variant, n, ctx, q0, f)] issued as one job
         self.jobs: list[tuple] = []
         self.events: list[tuple[float, float, int]] = []  # (time, emitted, completed) at verify ends
@@ -284,8 +287,18 @@ class _Replica:
         GPU / PIM split are the sum of its passes'."""
         if lengths.size == 0 or lengths.max() <= 0:
             return release
-        chains = draft_chains(self.t, lengths[None], (ctx + offset)[None], _ONE_GROUP, self.fc_on_pim)
-        return self._book_chain(kind, release, chains, 0, 0)
+        k = int(lengths.max())
+        counts = np.bincount(lengths, minlength=k + 1)[1:]  # requests drafting exactly j + 1 tokens
+        csum = np.bincount(lengths, weights=ctx + offset, minlength=k + 1)[1:]
+        n = counts[::-1].cumsum()[::-1]
+        c = csum[::-1].cumsum()[::-1] / np.maximum(n, 1) + np.arange(k)
+        v, g, p = self.t.draft_costs(n, c)
+        hits = self.placement["draft_fc_on_pim"]
+        hits[0] += int(np.asarray(self.fc_on_pim)[v].sum())
+        hits[1] += k
+        # cumsum adds in step order, as one pass after the other
+        g_s, p_s = float(g.cumsum()[-1]), float(p.cumsum()[-1])
+        return self._issue(kind, release, g_s, p_s, [("draft", v, n, c, 0, 0.0)], self.s.draft_copies > 1)
 
     def _book_chain(self, kind, release, chains, r, g):
         """Book chain (r, g) of ``chains`` (``draft_chains``) from ``release``; returns its end."""
@@ -320,20 +333,27 @@ class _Replica:
         s.left[sl] -= emitted
         s.ctx[sl] += emitted
         s.pos[sl] += np.where(verified, advance, 0)
+        return self._settle(sl, t, emitted, verified)
+
+    def _settle(self, sl, t, emitted, verified):
+        """After slots ``sl`` emitted ``emitted`` at ``t``: record finished requests, refill their slots."""
+        s = self.slots
         done = verified & (s.left[sl] == 0)
-        admitted = np.zeros_like(done)
-        if done.any():
+        finished = int(np.add.reduce(done))
+        if finished:
             self.t_done[s.cur[sl][done]] = t
             self.continuing[sl] &= ~done
             self.held[sl] = np.where(done, 0, self.held[sl])
-        self.events.append((t, float(emitted.sum()), int(done.sum())))
+        self.events.append((t, float(np.add.reduce(emitted)), finished))
         # finished slots (and, open loop, idle ones) take the requests queued by now
+        if s.arrival is None and not finished:
+            return t
         free = done if s.arrival is None else s.left[sl] == 0
         if free.any() and s.waiting(t):
             mask = np.zeros(s.cur.size, bool)
             mask[sl] = free
-            admitted = s.admit(mask, self.prompt, self.out, t)[sl]
-        return self._start(sl, admitted, t)
+            return self._start(sl, s.admit(mask, self.prompt, self.out, t)[sl], t)
+        return t
 
     def _start(self, sl, admitted, t):
         """Prefill the requests just admitted to slots ``sl`` at ``t``; returns when the group may go on."""
@@ -366,15 +386,15 @@ class _Replica:
     def run(self, serving: Continuous | None):
         self.serving = serving
         if self.s.decoding == "ad":
-            return self._loop(self._ad_round)
+            return self._loop(self._ad_round, self._ad_end)
         if not self.s.pool_tokens:
-            return self._loop(self._sd_round)
+            return self._loop(self._sd_round, lambda i, sl, t, ending: self._advance(sl, t, *ending))
         return self._sequential_pool()  # the asynchronous pool runs every replica at once: _AsyncPools
 
     def _active(self, sl):
         return self.slots.left[sl] > 0
 
-    def _loop(self, round_fn):
+    def _loop(self, round_fn, end_fn):
         """Every micro-batch on its own: a heap of (time, group, what happens then): a round starts (its
         passes are booked and end at a known time), or a round ends (its tokens are emitted and finished
         slots take queued requests, in the order rounds end, so the queue goes to whichever group frees a
@@ -386,48 +406,75 @@ class _Replica:
             self.m.advance(t)
             sl = self.groups[i]
             if ending is not None:
-                heapq.heappush(heap, (self._advance(sl, t, *ending), i, None))
+                heapq.heappush(heap, (end_fn(i, sl, t, ending), i, None))
                 continue
-            if not self._active(sl).any():
+            if self._stretch[i] is None and not self._active(sl).any():
                 if self.slots.arrival is None:
                     continue
                 wake = self._wake(sl, t)
                 if wake is not None:
                     heapq.heappush(heap, (max(wake, t), i, None))
                 continue
-            end, ending = round_fn(sl, t)
+            end, ending = round_fn(i, sl, t)
             heapq.heappush(heap, (end, i, ending))
 
-    def _ad_round(self, sl, t):
-        """Book one decode pass of the group's requests: (its end, what _advance does then)."""
-        act = self._active(sl)
-        n = int(act.sum())
-        c = float(self.slots.ctx[sl][act].mean())
+    def _ad_round(self, i, sl, t):
+        """Book one decode pass of group ``i``'s requests: (its end, what _ad_end does then). Until one of
+        them finishes (or, open loop, an idle slot takes a request) the group decodes the same requests
+        and each context grows by one token a pass, so the pass's request count and context sum carry
+        over from its first pass (``_stretch``: emitted per slot, n, context sum, passes to the first
+        completion, passes so far); contexts are whole tokens, so the sums are exact."""
+        st = self._stretch[i]
+        if st is None:
+            act = self._active(sl)
+            n = int(act.sum())
+            s = self.slots
+            st = [act.astype(np.int64), n, float(np.add.reduce(s.ctx[sl][act])), int(s.left[sl][act].min()), 0]
+            self._stretch[i] = st
+        n, k = st[1], st[4]
+        c = (st[2] + k * n) / n
         g, p = self.t.decode.at(n, c)
         end = self._issue("decode", t, g, p, [("decode", 0, n, c, 0, 0.0)])
         self.rounds.append((end, n, 0))
-        return end, (act.astype(np.int64), 1, act)
+        return end, True
 
-    def _fresh_lengths(self, sl, cap):
+    def _ad_end(self, i, sl, t, _ending):
+        """Group ``i``'s decode pass ends at ``t``: every request emits one token; returns when it goes on."""
+        st = self._stretch[i]
+        emit, n = st[0], st[1]
+        s = self.slots
+        s.left[sl] -= emit
+        s.ctx[sl] += emit
+        s.pos[sl] += emit
+        st[4] += 1
+        if st[4] < st[3] and (s.arrival is None or n == emit.size or not s.waiting(t)):
+            self.events.append((t, float(n), 0))  # nobody finished, nobody admitted
+            return t
+        self._stretch[i] = None
+        return self._settle(sl, t, emit, emit.astype(bool))
+
+    def _fresh_lengths(self, sl, cap, act=None):
         """Draft length of each slot from where it stands (0 for an idle slot)."""
-        act = self._active(sl)
+        act = self._active(sl) if act is None else act
         d = self.s.draft_length
         if self.lengths is None:
             return np.where(act, d, 0)
         req, pos = self._window_runs(sl)
         return np.where(act, np.minimum(self.lengths[req, pos], cap), 0)
 
-    def _sd_round(self, sl, t):
+    def _sd_round(self, i, sl, t):
         act = self._active(sl)
-        lengths = self._fresh_lengths(sl, self.s.draft_length)
+        lengths = self._fresh_lengths(sl, self.s.draft_length, act)
         ctx = self.slots.ctx[sl]
         t = self._draft_chain(t, lengths, ctx, 0.0, "draft")
         n = int(act.sum())
-        end = self._verify(t, n, float(ctx[act].mean()), float((lengths[act] + 1).mean()))
+        drafted = int(lengths.sum())
+        # means as sum / n: what ndarray.mean computes, without its per-call overhead
+        end = self._verify(t, n, float(np.add.reduce(ctx[act])) / n, (drafted + n) / n)
         req, pos = self._window_runs(sl)
         # only kept eager tokens continue a draft (``cont_runs``, in _finish); here every draft is fresh
         acc = np.where(act, np.minimum(self.runs[req, pos], lengths), 0)
-        self.rounds.append((end, n, int(lengths.sum())))
+        self.rounds.append((end, n, drafted))
         emitted = np.where(act, np.minimum(acc + 1, self.slots.left[sl]), 0)
         return end, (emitted, acc + 1, act)
 

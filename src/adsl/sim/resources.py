@@ -17,6 +17,7 @@ on PIM, reproduce AttAcc's overlap formula.
 from __future__ import annotations
 
 import bisect
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +25,7 @@ import numpy as np
 from adsl.perf.hardware import SystemSpec
 from adsl.sim.timing import CTX_STEP, CostTable, Schedule
 
+PRUNE = 8  # Machines.advance prunes past intervals every PRUNE-th event
 CHUNKS = 4  # FC / attention alternations per pass (split over a pipeline's stages): layers grouped in chunks
 
 
@@ -46,22 +48,27 @@ class Layout:
         names = tuple(f"{k}{i}" if s > 1 else k for i in range(s) for k in kinds)
         return cls(names, s, system.pim is not None)
 
+    @functools.cached_property
+    def _pairs(self) -> tuple[tuple[int, int], ...]:
+        """(GPU machine, PIM machine) of each chunk of a whole pass, in order."""
+        per = 2 if self.pim else 1
+        chunks = max(1, CHUNKS // self.stages)  # a pipeline stage holds few layers: fewer alternations
+        return tuple((s * per, s * per + 1) for s in range(self.stages) for _ in range(chunks))
+
     def segments(self, gpu_s: float, pim_s: float, stage: int | None = None) -> list[tuple[int, float]]:
         """(machine index, duration) of a pass with ``gpu_s`` of GPU + link and ``pim_s`` of PIM work:
         through every pipeline stage in turn, or (``stage``) on that stage's machines alone."""
-        per = 2 if self.pim else 1
-        stages = range(self.stages) if stage is None else (stage,)
-        split = self.stages if stage is None else 1
-        chunks = max(1, CHUNKS // self.stages)  # a pipeline stage holds few layers: fewer alternations
+        chunks = max(1, CHUNKS // self.stages)
+        if stage is None:
+            pairs, split = self._pairs, self.stages
+        else:
+            pairs, split = self._pairs[stage * chunks : (stage + 1) * chunks], 1
         g, p = gpu_s / split / chunks, pim_s / split / chunks
-        out = []
-        for s in stages:
-            for _ in range(chunks):
-                if g > 0:
-                    out.append((s * per, g))
-                if p > 0:
-                    out.append((s * per + 1, p))
-        return out
+        if g > 0 and p > 0:
+            return [seg for gm, pm in pairs for seg in ((gm, g), (pm, p))]
+        if g > 0:
+            return [(gm, g) for gm, _ in pairs]
+        return [(pm, p) for _, pm in pairs] if p > 0 else []
 
 
 class Machines:
@@ -76,9 +83,15 @@ class Machines:
         self.ends: list[list[float]] = [[] for _ in layout.machines]
         self.busy = [0.0] * len(layout.machines)
         self.intervals: list[tuple[int, float, float, str]] | None = [] if record else None
+        self._calls = 0
 
     def advance(self, now: float) -> None:
-        """Forget intervals that ended before ``now`` (nothing is issued before the current event)."""
+        """Forget intervals that ended before ``now`` (nothing is issued before the current event). Only
+        every ``PRUNE``-th call prunes: placement skips intervals that ended before a segment's release
+        anyway, so the lists only need to stay short."""
+        self._calls += 1
+        if self._calls % PRUNE:
+            return
         for st, en in zip(self.starts, self.ends, strict=True):
             k = bisect.bisect_right(en, now)
             if k:
@@ -112,16 +125,26 @@ class Machines:
         t, start = release, None
         first = self.layout.machines_per_stage
         self.first_stage = release
+        starts, ends, busy, record = self.starts, self.ends, self.busy, self.intervals
         for m, dur in segments:
-            s = self._place(m, t, dur)
+            en = ends[m]
+            if not en or en[-1] < t:  # after everything booked on the machine: the common case
+                starts[m].append(t)
+                en.append(t + dur)
+                s = t
+            elif en[-1] == t:
+                en[-1] = t + dur
+                s = t
+            else:
+                s = self._place(m, t, dur)
             if start is None:
                 start = s
             t = s + dur
             if m < first:
                 self.first_stage = t
-            self.busy[m] += dur
-            if self.intervals is not None:
-                self.intervals.append((m, s, t, kind))
+            busy[m] += dur
+            if record is not None:
+                record.append((m, s, t, kind))
         return (release if start is None else start), t
 
     def run_everywhere(self, release: float, gpu_s: float, pim_s: float, kind: str) -> tuple[float, float]:
