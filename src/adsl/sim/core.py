@@ -594,7 +594,9 @@ class _AsyncPools:
                 rep, m = reps[i], sel[i]
                 rep.m.advance(min(float(start[i]), float(verifier_free[i])))
                 n = int(m.sum())
-                end[i] = rep._verify(float(start[i]), n, float(self.ctx[i][m].mean()), float((lv[i][m] + 1).mean()))
+                # means as sum / n: what ndarray.mean computes, without its per-call overhead
+                ctx, q = float(np.add.reduce(self.ctx[i][m])) / n, float(np.add.reduce(lv[i][m] + 1)) / n
+                end[i] = rep._verify(float(start[i]), n, ctx, q)
                 # the next pass may enter once this one has cleared the first pipeline stage (all of a
                 # tensor-parallel group): verification passes of a pipeline overlap stage by stage
                 verifier_free[i] = rep.m.first_stage
