@@ -7,10 +7,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from adsl.fitting.generator import CONTINUED, FIRST
 from adsl.sim.batching import Continuous
 from adsl.sim.core import SCALAR_STEPS, PassTables, draft_chains, simulate_core
 from tests.sim.test_core import _pooled
+from tests.sim.test_core_events import _inputs
 
 PAIR = "OPT-66B"
 
@@ -84,14 +84,8 @@ def test_lockstep_pool_equals_each_replica_run_alone(models, hw, trigger, servin
     pair = models.pair(PAIR)
     x, n, d, t = 3, 18, 4, 160
     rng = np.random.default_rng(11)
-    conf = rng.beta(5, 1, (x, n, t)).astype(np.float32)
-    later = (conf * rng.uniform(0.6, 1.0, conf.shape)).astype(np.float32)
-    acc = rng.random((x, n, t)) < conf
-    if flagged:
-        cont = rng.random((x, n, t)) < np.sqrt(conf)
-        acc = acc.astype(np.uint8) * FIRST | cont.astype(np.uint8) * CONTINUED
-    out = np.broadcast_to(rng.integers(8, 60, n), (x, n)).copy()
-    lengths = np.minimum(rng.geometric(0.3, (x, n, t)), 2 * d + 1)
+    conf, later, acc, out, lengths = _inputs(11, x, n, t, flagged)
+    out = np.broadcast_to(out[0], (x, n)).copy()
     prompt = np.full((x, n), 64.0)
     setup = _pooled(hw, True, trigger, mb=2, d=d, pool=40)
     slots = 6
