@@ -16,11 +16,12 @@ overlap wherever they use different machines and serialise where they share one:
   only if every verified token passed and the first eager token is the target's bonus token.
 
 Time is event-driven per replica (clocks of different replicas diverge with their acceptance streams);
-the requests of a micro-batch are handled as arrays. Costs come from ``PassTable`` (one vectorized
-cost-model call per kind of pass); energy and operator-class times are read for all passes at once after
-the run. Requests are served through ``batching``'s slots: a finished request's slot takes the next
-queued request (continuous batching, with its prefill) and results cover the steady-state window, or
-the slots run one static batch.
+the requests of a micro-batch are handled as arrays, and the asynchronous pool decides the k-th pass of
+every replica at once (``_AsyncPools``: a replica's passes depend only on its own earlier ones). Costs
+come from ``PassTable`` (one vectorized cost-model call per kind of pass); energy and operator-class
+times are read for all passes at once after the run. Requests are served through ``batching``'s slots:
+a finished request's slot takes the next queued request (continuous batching, with its prefill) and
+results cover the steady-state window, or the slots run one static batch.
 """
 
 from __future__ import annotations
