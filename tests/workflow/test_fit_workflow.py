@@ -51,8 +51,7 @@ def test_fit_stage_end_to_end(tmp_path):
         str(ROOT / "Snakefile"),
         "--cores",
         "2",
-        "--configfile",
-        "fast.yaml",
+        "--configfile=fast.yaml",  # one file: a bare --configfile would take the targets as files too
         # the fitting stage's own outputs: the simulation stages are the other end-to-end tests' work
         *(f"figures/{name}.pdf" for name in FIGURES),
         *(f"results/acceptance/{name}" for name in ("model_selection.csv", "heldout_check.csv", "tau.csv")),
