@@ -294,22 +294,25 @@ class _Replica:
         n = counts[::-1].cumsum()[::-1]
         c = csum[::-1].cumsum()[::-1] / np.maximum(n, 1) + np.arange(k)
         v, g, p = self.t.draft_costs(n, c)
-        hits = self.placement["draft_fc_on_pim"]
-        hits[0] += int(np.asarray(self.fc_on_pim)[v].sum())
-        hits[1] += k
         # cumsum adds in step order, as one pass after the other
         g_s, p_s = float(g.cumsum()[-1]), float(p.cumsum()[-1])
-        return self._issue(kind, release, g_s, p_s, [("draft", v, n, c, 0, 0.0)], self.s.draft_copies > 1)
+        return self._book_steps(kind, release, v, n, c, g_s, p_s, int(np.asarray(self.fc_on_pim)[v].sum()))
 
     def _book_chain(self, kind, release, chains, r, g):
         """Book chain (r, g) of ``chains`` (``draft_chains``) from ``release``; returns its end."""
         k = int(chains.steps[r, g])
-        passes = [("draft", chains.variant[r, g, :k], chains.n[r, g, :k], chains.ctx[r, g, :k], 0, 0.0)]
-        hits = self.placement["draft_fc_on_pim"]
-        hits[0] += int(chains.fc_on_pim[r, g])
-        hits[1] += k
+        steps = chains.variant[r, g, :k], chains.n[r, g, :k], chains.ctx[r, g, :k]
         g_s, p_s = float(chains.gpu_s[r, g]), float(chains.pim_s[r, g])
-        return self._issue(kind, release, g_s, p_s, passes, everywhere=self.s.draft_copies > 1)
+        return self._book_steps(kind, release, *steps, g_s, p_s, int(chains.fc_on_pim[r, g]))
+
+    def _book_steps(self, kind, release, variant, n, ctx, gpu_s, pim_s, on_pim):
+        """Book a chain of ``n.size`` draft steps (their variants, request counts, mean contexts; serial GPU
+        and PIM seconds; steps with FC on PIM) as one job from ``release``; returns its end."""
+        hits = self.placement["draft_fc_on_pim"]
+        hits[0] += on_pim
+        hits[1] += n.size
+        passes = [("draft", variant, n, ctx, 0, 0.0)]
+        return self._issue(kind, release, gpu_s, pim_s, passes, everywhere=self.s.draft_copies > 1)
 
     def _verify(self, release, n, ctx, q):
         v, q0, f, g, p = self.t.verify_pass(n, ctx, q)
