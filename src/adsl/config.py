@@ -7,6 +7,7 @@ value is reported the same way everywhere: file, field path, value and the allow
 from __future__ import annotations
 
 import copy
+import math
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +21,45 @@ SCHEMA_PATH = PACKAGE_ROOT / "config" / "schema.yaml"
 CATALOGUE_SCHEMA_PATH = PACKAGE_ROOT / "config" / "catalogue.schema.yaml"
 
 
+class DuplicateKey(yaml.constructor.ConstructorError):
+    """A mapping names one key twice (PyYAML would keep the last one silently)."""
+
+    def __init__(self, key, first, second):
+        self.key, self.first_line, self.line = key, first.line + 1, second.line + 1
+        super().__init__(None, None, f"key {key!r} given twice (lines {self.first_line} and {self.line})", second)
+
+
+class StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """``yaml.SafeLoader`` (libyaml's parser where PyYAML has it) that refuses a key given twice in one
+    mapping. Keys brought in by a merge (``<<: *anchor``) may be overridden by the mapping's own keys, as
+    YAML's merge rule says."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node.start_mark)
+                except TypeError:  # an unhashable key: SafeLoader's own error follows
+                    continue
+                if first is not key_node.start_mark:
+                    raise DuplicateKey(key, first, key_node.start_mark)
+        return super().construct_mapping(node, deep)
+
+
 def read_yaml(path: str | Path) -> Any:
+    """A YAML file's content (safe types only); a duplicate key or a syntax error names file and line."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(str(path), "", "file not found")
     with path.open() as fh:
         try:
-            return yaml.safe_load(fh)
+            return yaml.load(fh, Loader=StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+        except DuplicateKey as exc:
+            raise ConfigError(str(path), str(exc.key), f"{exc.problem}: YAML keeps only the last; remove one") from exc
         except yaml.YAMLError as exc:
             raise ConfigError(str(path), "", f"not valid YAML: {exc}") from exc
 
@@ -76,14 +109,45 @@ def _with_defaults(validator_class):
     return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
 
 
-_DefaultFilling = _with_defaults(jsonschema.Draft202012Validator)
+def _is_integer(checker, instance) -> bool:
+    # JSON Schema counts 1.0 (and 1.0e+308) as an integer; a setting typed integer must be written as one
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+# Draft 2020-12 with integers that are ints, and defaults filled in (``validate(fill_defaults=True)``)
+_Strict = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer),
+)
+_DefaultFilling = _with_defaults(_Strict)
+
+
+def _non_finite(instance: Any, path: tuple = ()) -> tuple | None:
+    """The path of the first NaN or infinity in ``instance`` (they pass every minimum and maximum)."""
+    if isinstance(instance, float) and not math.isfinite(instance):
+        return path
+    items = (
+        instance.items() if isinstance(instance, dict) else enumerate(instance) if isinstance(instance, list) else ()
+    )
+    for key, value in items:
+        found = _non_finite(value, (*path, key))
+        if found is not None:
+            return found
+    return None
 
 
 def validate(instance: Any, schema: dict, file: str, fill_defaults: bool = True) -> Any:
     """Validate ``instance`` (a copy with defaults filled is returned); raise ConfigError on the first,
-    most specific error, sorted by position so the message is deterministic."""
+    most specific error, sorted by position so the message is deterministic. NaN and infinities are
+    refused everywhere, and an integer must be written as one."""
+    bad = _non_finite(instance)
+    if bad is not None:
+        value = instance
+        for key in bad:
+            value = value[key]
+        raise ConfigError(file, ".".join(map(str, bad)), f"{value!r} is not a finite number")
     instance = copy.deepcopy(instance)
-    cls = _DefaultFilling if fill_defaults else jsonschema.Draft202012Validator
+    cls = _DefaultFilling if fill_defaults else _Strict
     validator = cls(schema)
     errors = sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
@@ -112,30 +176,67 @@ def check_simulation(sim: dict, file: str = "config") -> dict:
     return validate({"simulation": sim}, read_yaml(SCHEMA_PATH), file)["simulation"]
 
 
+def _lengths(sim: dict, file: str, seq_lens=()) -> None:
+    """Every request needs at least one output token: ``prompt_len`` below each sequence length it meets
+    (the simulator used to clamp it silently)."""
+    prompt = sim["prompt_len"]
+    limits = [("simulation.max_seq_len", sim["max_seq_len"])]
+    limits += [(f"simulation.max_seq_len_by_pair.{k}", v) for k, v in sim["max_seq_len_by_pair"].items()]
+    limits += [("seq_lens", v) for v in seq_lens]
+    for field, limit in limits:
+        if prompt >= limit:
+            raise ConfigError(
+                file, "simulation.prompt_len", f"{prompt} must be below {field} ({limit}): a request needs output"
+            )
+
+
+def _cross_checks(cfg: dict, file: str) -> None:
+    """Rules that tie two settings together, which JSON Schema cannot state."""
+    for i, run in enumerate(cfg["profiling"]["runs"]):
+        if run["min_new_tokens"] > run["max_new_tokens"]:
+            raise ConfigError(
+                file,
+                f"profiling.runs.{i}.min_new_tokens",
+                f"{run['min_new_tokens']} exceeds max_new_tokens ({run['max_new_tokens']}); allowed: <= max_new_tokens",
+            )
+    ol = cfg["simulation"]["open_loop"]
+    if ol["warmup"] >= ol["requests"]:
+        raise ConfigError(
+            file, "simulation.open_loop.warmup", f"{ol['warmup']} leaves no measured request; allowed: < requests"
+        )
+    _lengths(cfg["simulation"], file)
+
+
+def _derived(cfg: dict, schema: dict, file: str, sim: dict, where: str, seq_lens=()) -> None:
+    """Simulation settings an experiment or attribution step makes by overrides, checked like the base ones."""
+    try:
+        checked = (
+            validate({**cfg, "simulation": sim}, schema, file)["simulation"] if sim is not cfg["simulation"] else sim
+        )
+        _lengths(checked, file, seq_lens)
+    except ConfigError as exc:
+        raise ConfigError(exc.file, f"{where} -> {exc.field}", exc.reason) from exc
+
+
 def load_config(config: dict | str | Path, file: str | None = None) -> dict:
     """Validate the workflow configuration (a dict or a YAML path) and fill defaults; each experiment's
     ``overrides`` are checked as the simulation settings they make."""
     if not isinstance(config, dict):
         file = str(config)
         config = read_yaml(config) or {}
+    file = file or "config"
     schema = read_yaml(SCHEMA_PATH)
-    cfg = validate(config, schema, file or "config")
+    cfg = validate(config, schema, file)
+    _cross_checks(cfg, file)
     steps, sim = cfg["simulation"]["attribution"], {}
+    base = {k: v for k, v in cfg["simulation"].items() if k not in ("experiments", "attribution")}
     for i, step in enumerate(steps):
         sim = merged(sim, step.get("simulation", {}))
-        base = {k: v for k, v in cfg["simulation"].items() if k not in ("experiments", "attribution")}
-        try:
-            validate({**cfg, "simulation": merged(base, sim)}, schema, file or "config")
-        except ConfigError as exc:
-            where = f"simulation.attribution.{i}.simulation"
-            raise ConfigError(exc.file, f"{where} -> {exc.field}", exc.reason) from exc
+        _derived(cfg, schema, file, merged(base, sim), f"simulation.attribution.{i}.simulation")
     for name, exp in cfg["simulation"]["experiments"].items():
-        if exp.get("overrides"):
-            try:
-                validate({**cfg, "simulation": experiment_simulation(cfg, name)}, schema, file or "config")
-            except ConfigError as exc:
-                where = f"simulation.experiments.{name}.overrides"
-                raise ConfigError(exc.file, f"{where} -> {exc.field}", exc.reason) from exc
+        where = f"simulation.experiments.{name}" + (".overrides" if exp.get("overrides") else "")
+        sim = experiment_simulation(cfg, name) if exp.get("overrides") else cfg["simulation"]
+        _derived(cfg, schema, file, sim, where, exp.get("seq_lens") or ())
     return cfg
 
 

@@ -84,6 +84,7 @@ class ProfilingSettings:
     dtype: str
     threads: int
     runs: tuple[ProfilingRun, ...]
+    on_mismatch: str = "warn"  # the profile's recorded settings differ from these: warn | error
 
 
 @dataclass(frozen=True)

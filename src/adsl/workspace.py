@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from adsl.config import load_config, resolve
+from adsl.config import load_config, merged, resolve
 from adsl.errors import ConfigError
 from adsl.perf.hardware import HardwareCatalogue, load_hardware
 from adsl.perf.models import ModelCatalogue, load_models
@@ -70,6 +70,7 @@ def _check_refs(cfg: dict, file: str, models: ModelCatalogue, hw: HardwareCatalo
                 field = f"simulation.experiments.{name}.systems"
                 raise ConfigError(file, field, f"unknown system {system!r}; known: {sorted(SYSTEMS)}")
 
+    _check_maps(cfg, file, models, hw)
     ol = sim["open_loop"]
     if ol["pair"] not in pairs:
         raise ConfigError(
@@ -81,6 +82,61 @@ def _check_refs(cfg: dict, file: str, models: ModelCatalogue, hw: HardwareCatalo
             raise ConfigError(file, field, f"unknown system {system!r}; known: {sorted(SYSTEMS)}")
 
 
+def _system_entries(systems: dict, field: str, file: str, hw: HardwareCatalogue) -> None:
+    """Per-system settings (``simulation.systems.<name>``) name systems of the hardware catalogue."""
+    for name, value in systems.items():
+        if isinstance(value, dict) and name not in hw.systems:
+            raise ConfigError(file, f"{field}.{name}", f"unknown system; known: {sorted(hw.systems)}")
+
+
+def _check_maps(cfg: dict, file: str, models: ModelCatalogue, hw: HardwareCatalogue) -> None:
+    """Every key of a per-system or per-pair map, in the settings and in each experiment's and attribution
+    step's overrides, names an entry of its catalogue (a typo would otherwise be ignored)."""
+    from adsl.sim.systems import SYSTEMS
+
+    sim = cfg["simulation"]
+    pairs = cfg["acceptance"]["pairs"]
+    _system_entries(sim["systems"], "simulation.systems", file, hw)
+    for pair in sim["max_seq_len_by_pair"]:
+        if pair not in models.pairs:
+            raise ConfigError(
+                file, f"simulation.max_seq_len_by_pair.{pair}", f"unknown pair; known: {sorted(models.pairs)}"
+            )
+    for name, exp in sim["experiments"].items():
+        over = exp.get("overrides", {}).get("systems", {})
+        _system_entries(over, f"simulation.experiments.{name}.overrides.systems", file, hw)
+        for key in ("gpu_system", "pim_system", "motivation_system", "saddle_system"):
+            if key in over and over[key] not in hw.systems:
+                field = f"simulation.experiments.{name}.overrides.systems.{key}"
+                raise ConfigError(file, field, f"unknown system {over[key]!r}; known: {sorted(hw.systems)}")
+    sections = {"gpus": hw.gpus, "pim_stacks": hw.pims, "runtimes": hw.runtimes, "systems": hw.systems}
+    for i, step in enumerate(sim["attribution"]):
+        where = f"simulation.attribution.{i}"
+        _system_entries(step.get("simulation", {}).get("systems", {}), f"{where}.simulation.systems", file, hw)
+        for section, entries in step.get("hardware", {}).items():
+            if section not in sections or not isinstance(entries, dict):
+                raise ConfigError(
+                    file, f"{where}.hardware.{section}", f"unknown catalogue section; known: {list(sections)}"
+                )
+            for entry in entries:
+                if entry not in sections[section]:
+                    known = sorted(sections[section])
+                    raise ConfigError(file, f"{where}.hardware.{section}.{entry}", f"unknown name; known: {known}")
+    tl = sim["timeline"]
+    if tl["pair"] not in pairs:
+        raise ConfigError(
+            file, "simulation.timeline.pair", f"{tl['pair']!r} has no acceptance model; known: {sorted(pairs)}"
+        )
+    for system in tl["systems"]:
+        if system not in SYSTEMS:
+            raise ConfigError(
+                file, "simulation.timeline.systems", f"unknown system {system!r}; known: {sorted(SYSTEMS)}"
+            )
+    fig04c = cfg["acceptance"]["fig04c"]["pair"]
+    if fig04c not in pairs:
+        raise ConfigError(file, "acceptance.fig04c.pair", f"{fig04c!r} has no acceptance model; known: {sorted(pairs)}")
+
+
 def load_workspace(config: dict | str | Path, base: str | Path = ".", file: str = "config/config.yaml") -> Workspace:
     """Validate everything a run needs, before any work starts."""
     if not isinstance(config, dict):
@@ -89,6 +145,14 @@ def load_workspace(config: dict | str | Path, base: str | Path = ".", file: str 
     files = (str(resolve(cfg["catalogues"]["models"], base)), str(resolve(cfg["catalogues"]["hardware"], base)))
     models, hw = load_models(files[0]), load_hardware(files[1])
     _check_refs(cfg, file, models, hw)
+    hardware: dict = {}
+    for i, step in enumerate(cfg["simulation"]["attribution"]):  # each step's catalogue, as its job loads it
+        hardware = merged(hardware, step.get("hardware", {}))
+        if step.get("hardware"):
+            try:
+                load_hardware(files[1], hardware)
+            except ConfigError as exc:
+                raise ConfigError(file, f"simulation.attribution.{i}.hardware -> {exc.field}", exc.reason) from exc
     return Workspace(Settings.parse(cfg), models, hw, Path(base), files)
 
 
