@@ -85,3 +85,94 @@ def test_skip_passes_over_the_first_prompts_of_a_category():
         datasets.select(prompts, {"qa": 2}, skip={"qa": 3})
     with pytest.raises(datasets.DatasetError, match="skip names category 'math'"):
         datasets.select(prompts, {"qa": 2}, skip={"math": 1})
+
+
+QUESTIONS = b'{"question_id": 1, "category": "qa", "turns": ["Who?"]}\n'
+
+
+@pytest.fixture
+def cache(monkeypatch, tmp_path):
+    """A private cache, and a fetch that must be replaced before anything reaches the network."""
+    monkeypatch.setenv("ADSL_CACHE", str(tmp_path / "cache"))
+
+    def offline(url):
+        raise OSError("no network in tests")
+
+    monkeypatch.setattr(datasets, "_fetch", offline)
+    return datasets.spec_bench_cache()
+
+
+def test_the_pinned_url_names_a_commit():
+    assert datasets.SPEC_BENCH_COMMIT in datasets.SPEC_BENCH_URL and len(datasets.SPEC_BENCH_COMMIT) == 40
+    assert datasets.SPEC_BENCH_URL.startswith("https://raw.githubusercontent.com/hemingkx/Spec-Bench/")
+
+
+def test_a_failed_fetch_names_the_url_and_where_to_put_the_file(cache, tmp_path):
+    with pytest.raises(datasets.DatasetError) as err:
+        datasets.spec_bench_prompts(tmp_path / "q.jsonl")
+    message = str(err.value)
+    assert datasets.SPEC_BENCH_URL in message and str(cache) in message and str(tmp_path / "q.jsonl") in message
+    assert not cache.exists()
+
+
+def test_fetched_bytes_of_another_sha256_are_refused(cache, monkeypatch, tmp_path):
+    monkeypatch.setattr(datasets, "_fetch", lambda url: QUESTIONS)
+    with pytest.raises(datasets.DatasetError, match="refusing to use them"):
+        datasets.spec_bench_file(tmp_path / "q.jsonl")
+    assert not cache.parent.exists() or list(cache.parent.iterdir()) == []
+
+
+def test_the_pinned_file_is_cached_and_used(cache, monkeypatch, tmp_path):
+    import hashlib
+
+    fetched = []
+    monkeypatch.setattr(datasets, "SPEC_BENCH_SHA256", hashlib.sha256(QUESTIONS).hexdigest())
+    monkeypatch.setattr(datasets, "_fetch", lambda url: fetched.append(url) or QUESTIONS)
+    df = datasets.spec_bench_prompts(tmp_path / "q.jsonl")
+    assert df.question_id.tolist() == ["1"] and df.paper_category.tolist() == ["open_qa"]
+    assert cache.read_bytes() == QUESTIONS and [p.name for p in cache.parent.iterdir()] == ["question.jsonl"]
+    assert fetched == [datasets.SPEC_BENCH_URL]
+    datasets.spec_bench_prompts(tmp_path / "q.jsonl")  # from the cache: no second fetch
+    assert len(fetched) == 1
+    cache.write_bytes(QUESTIONS + b"\n")  # a damaged cache is fetched again
+    datasets.spec_bench_file(tmp_path / "q.jsonl")
+    assert len(fetched) == 2 and cache.read_bytes() == QUESTIONS
+
+
+def test_a_file_at_the_configured_path_overrides(cache, tmp_path):
+    path = tmp_path / "q.jsonl"
+    path.write_bytes(QUESTIONS)
+    with pytest.warns(UserWarning, match="sha256 differs from the pinned"):
+        assert datasets.spec_bench_file(path) == path
+    path.write_text("not json\n")
+    with pytest.warns(UserWarning), pytest.raises(datasets.DatasetError, match="line 1 is not JSON"):
+        datasets.spec_bench_prompts(path)
+
+
+def test_the_shared_file_is_the_pinned_one(root):
+    path = root / SPEC_BENCH
+    if not path.is_file():
+        pytest.skip(f"shared data not present at {path}")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert datasets.spec_bench_file(path) == path
+
+
+def test_prompt_file_names_the_setting_and_where_to_put_the_file(cache, monkeypatch, tmp_path):
+    import hashlib
+    from types import SimpleNamespace
+
+    settings = SimpleNamespace(dolly=None, spec_bench="q.jsonl")
+    with pytest.raises(datasets.DatasetError, match="profiling.spec_bench: ") as err:
+        datasets.prompt_file(settings, tmp_path)
+    assert datasets.SPEC_BENCH_URL in str(err.value) and str(tmp_path / "q.jsonl") in str(err.value)
+    monkeypatch.setattr(datasets, "SPEC_BENCH_SHA256", hashlib.sha256(QUESTIONS).hexdigest())
+    cache.parent.mkdir(parents=True)
+    cache.write_bytes(QUESTIONS)
+    assert datasets.prompt_file(settings, tmp_path) == cache
+    with pytest.raises(datasets.DatasetError, match="profiling.dolly: Dolly-15k JSONL not found"):
+        datasets.prompt_file(SimpleNamespace(dolly="d.jsonl"), tmp_path)
+    (tmp_path / "d.jsonl").write_text("")
+    assert datasets.prompt_file(SimpleNamespace(dolly="d.jsonl"), tmp_path) == tmp_path / "d.jsonl"

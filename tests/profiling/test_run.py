@@ -104,7 +104,7 @@ def test_a_checkpoint_of_another_prompt_is_refused(tiny_pair, tmp_path):
     run_profile(p, "d", "t", tmp_path / "a", tmp_path / "ck", models=tiny_pair, progress=False)
     # the first run edited to one summarization prompt: request 1 is now the qa prompt
     moved = p.drop(index=1).assign(request_id=range(len(p) - 1))
-    with pytest.raises(TraceError, match=r"1\.pkl: checkpoint of request 1 has question_id"):
+    with pytest.raises(TraceError, match=r"1/manifest\.json: checkpoint of request 1 has question_id"):
         run_profile(moved, "d", "t", tmp_path / "b", tmp_path / "ck", models=tiny_pair, progress=False)
     assert not (tmp_path / "b").exists()
 

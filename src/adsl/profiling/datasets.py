@@ -1,4 +1,5 @@
-"""Prompt sets for profiling: Spec-Bench (shared, offline), Dolly-15k (user file or hub), HumanEval.
+"""Prompt sets for profiling: Spec-Bench (a file, or fetched at a pinned commit), Dolly-15k (user file or
+hub), HumanEval.
 
 Each loader returns a DataFrame with columns dataset, category, question_id, turns (list of user
 turns). ``paper_category`` maps Spec-Bench categories onto the Dolly categories the paper evaluates.
@@ -7,12 +8,25 @@ turns). ``paper_category`` maps Spec-Bench categories onto the Dolly categories 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
+import os
+import warnings
+from http.client import HTTPException
 from pathlib import Path
 
 import pandas as pd
 
 from adsl.errors import AdslError
+from adsl.io import atomic_path
+
+# Spec-Bench's question.jsonl as the paper's proxies were chosen from (../shared/data/README.md): the file
+# has not changed since the repository's first commit; pinned at the newest commit that still holds it.
+SPEC_BENCH_COMMIT = "fd2c1cd7d2201ef71db4c5f4e455008f017967bf"
+SPEC_BENCH_URL = (
+    f"https://raw.githubusercontent.com/hemingkx/Spec-Bench/{SPEC_BENCH_COMMIT}/data/spec_bench/question.jsonl"
+)
+SPEC_BENCH_SHA256 = "4b6d33e79484f9841c487ee87d1cf6aa8c6066f61d5d482ff09e5a007fafdf04"
 
 # Spec-Bench proxies for the paper's Dolly categories (../shared/data/README.md).
 SPEC_BENCH_PROXY = {
@@ -58,6 +72,82 @@ def spec_bench(path: str | Path) -> pd.DataFrame:
     )
     df["paper_category"] = df["category"].map(SPEC_BENCH_PROXY)
     return df
+
+
+def spec_bench_cache() -> Path:
+    """Where a fetched Spec-Bench question.jsonl is kept: $ADSL_CACHE/prompts/spec_bench/question.jsonl."""
+    from adsl.profiling.offline_models import cache_root
+
+    return cache_root() / "prompts" / "spec_bench" / "question.jsonl"
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _fetch(url: str) -> bytes:
+    """The bytes at ``url`` (urllib; the caller checks them)."""
+    from urllib.request import urlopen
+
+    with urlopen(url, timeout=60) as response:
+        return response.read()
+
+
+def spec_bench_file(path: str | Path) -> Path:
+    """A Spec-Bench question.jsonl to read: ``path`` when the file is there (an override; a warning when it
+    is not the pinned file), else the cached copy, else the pinned file fetched from GitHub into the cache
+    after its sha256 is checked. DatasetError naming the URL and where to put the file when that fails."""
+    path, cached = Path(path), spec_bench_cache()
+    if path.is_file():
+        if _sha256(path) != SPEC_BENCH_SHA256:
+            warnings.warn(
+                f"{path}: sha256 differs from the pinned Spec-Bench question.jsonl ({SPEC_BENCH_SHA256}, "
+                f"{SPEC_BENCH_URL}); profiling uses it as given",
+                stacklevel=2,
+            )
+        return path
+    if cached.is_file() and _sha256(cached) == SPEC_BENCH_SHA256:
+        return cached
+    where = f"put the file (sha256 {SPEC_BENCH_SHA256}) at {cached}, or at {path} (profiling.spec_bench)"
+    url = os.environ.get("ADSL_SPEC_BENCH_URL") or SPEC_BENCH_URL  # a mirror; the sha256 is checked all the same
+    try:
+        data = _fetch(url)
+    except (OSError, HTTPException) as exc:  # URLError, timeouts, refused connections; a cut-off response
+        raise DatasetError(
+            f"Spec-Bench question.jsonl: {path} not found and {url} could not be fetched ({exc}); "
+            f"download it elsewhere and {where}"
+        ) from exc
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != SPEC_BENCH_SHA256:
+        raise DatasetError(
+            f"Spec-Bench question.jsonl: {url} gave {len(data)} bytes with sha256 {digest}, expected "
+            f"{SPEC_BENCH_SHA256}; refusing to use them (nothing cached); {where}"
+        )
+    with atomic_path(cached) as tmp:
+        tmp.write_bytes(data)
+    return cached
+
+
+def spec_bench_prompts(path: str | Path) -> pd.DataFrame:
+    """Spec-Bench prompts from ``path``, or from the pinned file cached or fetched (``spec_bench_file``)."""
+    return spec_bench(spec_bench_file(path))
+
+
+def prompt_file(profiling, basedir: str | Path | None = None) -> Path:
+    """The prompt file of the ``profiling`` settings (``adsl.settings.ProfilingSettings``), paths resolved
+    against ``basedir``: the Dolly JSONL, or Spec-Bench's question.jsonl (``spec_bench_file``: fetched at
+    its pinned commit when missing). DatasetError naming the setting when it cannot be had."""
+    from adsl.config import resolve
+
+    if profiling.dolly:
+        path = resolve(profiling.dolly, basedir)
+        if not path.is_file():
+            raise DatasetError(f"profiling.dolly: Dolly-15k JSONL not found at {path}")
+        return path
+    try:
+        return spec_bench_file(resolve(profiling.spec_bench, basedir))
+    except DatasetError as exc:
+        raise DatasetError(f"profiling.spec_bench: {exc}") from exc
 
 
 def dolly(path: str | Path | None = None) -> pd.DataFrame:
