@@ -3,7 +3,8 @@ import os
 
 from snakemake.utils import min_version
 
-from adsl.config import load_config
+from adsl.config import load_config, read_yaml
+from adsl.sim.experiment import check_experiments
 from adsl.workspace import load_workspace
 
 min_version("9.19")
@@ -14,10 +15,15 @@ configfile: os.path.join(workflow.basedir, "config", "config.yaml")
 
 
 # Validates the configuration against config/schema.yaml (filling defaults) and the catalogues
-# against config/catalogue.schema.yaml; a bad value stops here, before any job is scheduled.
+# against config/catalogue.schema.yaml, and builds every experiment point that must fit in memory as
+# its job will; a bad value stops here, before any job is scheduled. Each config file is read again
+# with adsl's loader, which refuses a key given twice (Snakemake's keeps the last one silently).
 CONFIG_FILES = " + ".join(map(str, workflow.configfiles)) or "config"
+for configfile_path in workflow.configfiles:
+    read_yaml(configfile_path)
 config.update(load_config(config, CONFIG_FILES))
 WS = load_workspace(config, base=workflow.basedir, file=CONFIG_FILES)
+check_experiments(WS)
 
 
 include: "workflow/rules/common.smk"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import glob
 import os
+import re
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,11 +12,20 @@ from pathlib import Path
 import pandas as pd
 
 
+def stray_temporaries(path: Path) -> list[Path]:
+    """Temporary files ``atomic_path`` left beside ``path`` when a process writing it was killed."""
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.[a-z0-9_]{{8}}{re.escape(path.suffix)}")
+    return [p for p in path.parent.glob(f".{glob.escape(path.name)}.*") if pattern.fullmatch(p.name)]
+
+
 @contextmanager
 def atomic_path(path: str | Path):
-    """Yield a temporary path in the target's folder; on success it replaces ``path``."""
+    """Yield a temporary path in the target's folder; on success it replaces ``path``. Temporaries of the
+    same target left by a killed earlier write are removed first (one job writes a given output)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    for stray in stray_temporaries(path):
+        stray.unlink(missing_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
     os.close(fd)
     umask = os.umask(0)

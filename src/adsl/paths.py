@@ -15,6 +15,11 @@ def profile(name: str) -> str:
     return f"data/profiles/{name}"
 
 
+def profile_manifest(name: str) -> str:
+    """What profiling run made profile ``name``: settings, seed, table checksums (the profiling rule's output)."""
+    return f"results/profiling/{name}/manifest.json"
+
+
 def measured_model(category: str) -> str:
     """The acceptance model fitted to the measured profile, one category."""
     return f"results/acceptance/measured/{category}.json"

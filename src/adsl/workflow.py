@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import sys
+import threading
 import time
+import traceback
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -17,6 +21,7 @@ import pandas as pd
 from adsl.errors import AdslError
 from adsl.io import atomic_path, write_csv
 from adsl.paths import models_by_pair
+from adsl.progress import progress
 
 
 def job_arguments(smk) -> dict:
@@ -34,31 +39,43 @@ def job_arguments(smk) -> dict:
 
 
 def run(smk, function) -> None:
-    """Run ``function`` for a Snakemake job. Its printed output and warnings go to the job's log, with a
-    line saying what ran and how long it took; an ``AdslError`` (bad input a user can fix) stops the job
-    with its message alone and exit status 1."""
+    """Run ``function`` for a Snakemake job. Its printed output, warnings and any error with its traceback
+    go to the job's log, with a line saying what ran and how long it took. An ``AdslError`` (bad input a
+    user can fix) is also printed alone on the real stderr; in a ``script:`` job's own process it ends the
+    job with exit status 1 and no traceback; in a ``run:`` job (Snakemake's worker thread, where
+    ``sys.exit`` would hang the scheduler) it is raised, so Snakemake fails the job. Any other error is
+    raised after its traceback is in the log."""
     kwargs = job_arguments(smk)
     if "threads" in inspect.signature(function).parameters:
         kwargs["threads"] = smk.threads
     log = Path(smk.log[0]) if len(smk.log) else None
     if log is not None:
         log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log or "/dev/null", "w") as fh, contextlib.redirect_stdout(fh), contextlib.redirect_stderr(fh):
+    failure = None
+    with open(log or os.devnull, "w") as fh, contextlib.redirect_stdout(fh), contextlib.redirect_stderr(fh):
         t0 = time.perf_counter()
         shown = ", ".join(f"{k}={v!r}" for k, v in kwargs.items() if not isinstance(v, dict))
-        print(f"rule {smk.rule}: {function.__module__}.{function.__name__}({shown})")
+        print(f"rule {smk.rule}: {function.__module__}.{function.__name__}({shown})", flush=True)
         try:
-            import warnings
-
             with warnings.catch_warnings():
                 warnings.simplefilter("default")
                 warnings.showwarning = lambda m, c, f, n, file=None, line=None: print(f"{c.__name__}: {m}")
                 function(**kwargs)
         except AdslError as exc:
+            traceback.print_exc()
             print(f"adsl: {exc}")
-            print(f"adsl: {exc}", file=sys.__stderr__)
+            failure = exc
+        except Exception:
+            traceback.print_exc()
+            print(f"failed after {time.perf_counter() - t0:.1f} s")
+            raise
+        else:
+            print(f"done in {time.perf_counter() - t0:.1f} s")
+    if failure is not None:
+        print(f"adsl: {failure}", file=sys.stderr)
+        if threading.current_thread() is threading.main_thread():
             sys.exit(1)
-        print(f"done in {time.perf_counter() - t0:.1f} s")
+        raise failure
 
 
 def _workspace(settings: dict, catalogues: list | None):
@@ -125,26 +142,25 @@ def offline_models(done: str, sources: list) -> None:
     Path(done).touch()
 
 
-def profile(tables: list, profiling: dict, seed: int, basedir: str, threads: int) -> None:
-    """Real speculative decoding of the profiling plan (``profiling`` settings) into the profile's ``tables``."""
+def profile(prompts: str, manifest: str, profiling: dict, seed: int, basedir: str, profile: str, threads: int) -> None:
+    """Real speculative decoding of the profiling plan (``profiling`` settings, prompts from the file
+    ``prompts``) into the profile folder ``profile``; then its ``manifest``."""
     from adsl.config import resolve
     from adsl.profiling import datasets
+    from adsl.profiling.recorded import write_manifest
     from adsl.profiling.run import build_plan, default_checkpoints, run_profile
     from adsl.settings import Settings
 
     s = Settings.parse({"profiling": profiling}).profiling
-    if s.dolly:
-        prompts = datasets.dolly(resolve(s.dolly, basedir))
-    else:
-        prompts = datasets.spec_bench(resolve(s.spec_bench, basedir))
-    plan = build_plan(prompts, list(s.runs))
+    table = datasets.dolly(prompts) if s.dolly else datasets.spec_bench(prompts)
+    plan = build_plan(table, list(s.runs))
     for source in (s.draft, s.target):
         _prepare_offline(source)
     run_profile(
         plan,
         s.draft,
         s.target,
-        Path(tables[0]).parent,
+        profile,
         default_checkpoints(s.name),
         seed=int(seed),
         device=s.device,
@@ -152,6 +168,7 @@ def profile(tables: list, profiling: dict, seed: int, basedir: str, threads: int
         threads=threads,
         seed_from=resolve(f"data/profiles/{s.name}.partial", basedir),
     )
+    write_manifest(manifest, profile, profiling, int(seed), prompts)
 
 
 # -- stage 2: acceptance models ---------------------------------------------------------------------
@@ -176,10 +193,10 @@ def acceptance_summary(
     fitted = [read_model(p) for p in models]
     write_csv(selection_table(fitted), selection)
     prof = read_profile(profile)
+    checks = [(m, split) for m in fitted for split in range(heldout_splits)]
     rows = [
         heldout_check(prof, m["category"], m["pair"], int(seed), heldout_streams, split)
-        for m in fitted
-        for split in range(heldout_splits)
+        for m, split in progress(checks, "held-out check (category, split)")
     ]
     write_csv(pd.DataFrame(rows), heldout)
 
@@ -253,7 +270,7 @@ def tau_table(models: list, taus: str, curves: str, tau: dict, seed: int) -> Non
 
     t = TauSettings(**tau)
     rows, tables = [], []
-    for path in models:
+    for path in progress(models, "tau: acceptance model"):
         m = read_model(path)
         conf, acc = draw_streams(m, t.streams, t.positions, np.random.default_rng(int(seed)))
         r = calibrate_tau(conf, acc, t.d_max, t.window, t.success, boost=continuation_boost(m))

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from adsl import workflow
@@ -90,14 +92,28 @@ def working_copy(tmp_path):
     return tmp_path
 
 
-def test_a_bad_profile_file_stops_with_its_message_alone(working_copy):
+def test_a_bad_profile_file_stops_before_any_job_that_reads_it(working_copy):
     (working_copy / PROFILE / "requests.parquet").write_bytes(b"not a parquet file")
     res = snakemake(["results/acceptance/measured/open_qa.json"], working_copy, check=False)
     assert res.returncode != 0
     out = res.stdout + res.stderr
-    assert "adsl: " in out and "requests.parquet" in out
+    assert "requests.parquet: not a readable Parquet file" in out
+    assert not (working_copy / "logs").exists()
+    # a target that does not read the profile still runs
+    snakemake(["-n", "figures/fig06_roofline.pdf"], working_copy)
+
+
+def test_a_job_error_is_in_its_log_with_the_traceback(working_copy):
+    """The profile reads, but one category of it has too few greedy requests to fit: the job fails."""
+    steps = working_copy / PROFILE / "requests.parquet"
+    table = pq.read_table(steps)
+    col = table.schema.get_field_index("category")
+    renamed = pc.if_else(pc.equal(table["category"], "open_qa"), "creative_writing", table["category"])
+    pq.write_table(table.set_column(col, table.schema.field(col), renamed), steps)
+    res = snakemake(["results/acceptance/measured/open_qa.json"], working_copy, check=False)
+    assert res.returncode != 0
     log = (working_copy / "logs/fit_measured/open_qa.log").read_text()
-    assert "Traceback" not in log and "adsl: " in log
+    assert "Traceback (most recent call last)" in log and "adsl: " in log and "open_qa" in log
 
 
 def test_editing_a_profile_file_in_place_reruns_the_fits(working_copy):

@@ -4,6 +4,8 @@ from pathlib import Path
 
 from adsl import paths
 from adsl.config import resolve
+from adsl.errors import AdslError
+from adsl.profiling import recorded
 from adsl.figures.registry import registry
 from adsl.profiling.traces import profile_files
 from adsl.sim.systems import adaptive
@@ -27,12 +29,39 @@ def committed(path):
 PROFILE = paths.profile(SETTINGS.profiling.name)
 # The committed profile: in the working directory when it is there, else the workflow's own copy.
 PROFILE_INPUT = committed(PROFILE)
-HAVE_PROFILE = Path(PROFILE_INPUT).is_dir()
+# A missing profile, or one made under other settings with `on_mismatch: error`, stops every job that
+# reads it when Snakemake builds the DAG (before any job runs); other differences are warned about here.
+PROFILE_PROBLEM, PROFILE_WARNINGS = recorded.check(
+    PROFILE_INPUT,
+    SETTINGS.profiling,
+    config["seed"],
+    [Path(os.getcwd()), Path(BASEDIR)],
+)
+for message in PROFILE_WARNINGS:
+    print(f"adsl: warning: {message}", file=sys.stderr)
 
 
-# The profile's files, one per table: rules depend on each (an edit of one in place reruns what reads
-# it; a folder's time does not move).
-PROFILE_FILES = profile_files(PROFILE_INPUT)
+def profile_checked(path):
+    """``committed(path)``, stopping with what to do when ``path`` is the profile and cannot be read."""
+    if path == PROFILE and PROFILE_PROBLEM:
+        raise AdslError(PROFILE_PROBLEM)
+    return committed(path)
+
+
+def profile_inputs(wc=None):
+    """The profile's files, one per table, as the input of a rule that reads the profile: rules depend
+    on each (an edit of one in place reruns what reads it; a folder's time does not move).
+    """
+    return profile_files(profile_checked(PROFILE))
+
+
+def profiling_prompts(wc):
+    """The prompt file profiling reads, as its rule's input, so a missing one stops the run before any
+    job (``adsl.profiling.datasets.prompt_file``: Spec-Bench's is fetched at a pinned commit if missing).
+    """
+    from adsl.profiling.datasets import prompt_file
+
+    return {"prompts": str(prompt_file(SETTINGS.profiling, BASEDIR))}
 
 
 def sections(names):
@@ -54,44 +83,24 @@ def catalogue_inputs(reads):
     return {"catalogues": catalogue_files()} if "catalogues" in reads else {}
 
 
-def default_figures():
-    """Every figure; those whose tables need the acceptance profile only once it exists (profiling needs
-    the `profile` extra and hours of CPU time, so `snakemake --cores N` never starts it by itself).
-    """
-    if not HAVE_PROFILE:
-        skipped = sorted(set(REG.figure_names()) - set(REG.figure_names(profile=False)))
-        print(
-            f"adsl: acceptance profile {PROFILE_INPUT} not found: skipping {skipped}; "
-            "create it with `snakemake profile_acceptance --cores 2`",
-            file=sys.stderr,
-        )
-    return REG.figure_names(profile=HAVE_PROFILE)
-
-
 def target_files(target):
     """The figures (with their tables) and tables of a named target of the registry."""
     out = [
-        f
-        for name in REG.figure_names(HAVE_PROFILE, target)
-        for f in paths.figure_files(name)
+        f for name in REG.figure_names(target=target) for f in paths.figure_files(name)
     ]
-    return out + [REG.tables[n].path for n in REG.table_names(HAVE_PROFILE, target)]
+    return out + [REG.tables[n].path for n in REG.table_names(target=target)]
 
 
 def default_targets():
     """Every figure with its table, every registry table, and the acceptance stage's checks (the
     registry's other named targets, too slow for the default run, are rules of their own).
     """
-    default_figures()
-    out = target_files("all")
-    if HAVE_PROFILE:
-        out += [
-            "results/acceptance/model_selection.csv",
-            "results/acceptance/heldout_check.csv",
-            paths.TAU,
-            "results/acceptance/calibration_check.csv",
-        ]
-    return out
+    return target_files("all") + [
+        "results/acceptance/model_selection.csv",
+        "results/acceptance/heldout_check.csv",
+        paths.TAU,
+        "results/acceptance/calibration_check.csv",
+    ]
 
 
 def reference_models(wc):

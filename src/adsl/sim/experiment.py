@@ -19,10 +19,11 @@ from adsl.fitting.generator import (
 )
 from adsl.fitting.modelfile import read_model
 from adsl.perf.models import Pair
+from adsl.progress import progress
 from adsl.settings import ExperimentSpec, SimulationSettings
 from adsl.sim.batching import Continuous
 from adsl.sim.core import RunResult, from_engine, simulate_core
-from adsl.sim.engine import Setup, check_memory, memory_need, simulate
+from adsl.sim.engine import Setup, SimError, check_memory, memory_need, simulate
 from adsl.sim.policies import LEARNED, POLICIES, PolicyCosts, PolicyInputs, fit_threshold, predicted, schedule_length
 from adsl.sim.pools import simulate_pooled
 from adsl.sim.systems import SYSTEMS, Context, build
@@ -341,6 +342,25 @@ def experiment_points(sim: SimulationSettings, exp: ExperimentSpec) -> list[Poin
     return points
 
 
+def check_experiments(ws) -> int:
+    """Build every configured experiment point whose ``memory_check`` is ``error`` as its job will
+    (``point_setup``), so a batch that cannot fit stops the run before any job starts; returns the number
+    of points checked."""
+    checked = 0
+    for name, exp in ws.settings.simulation.experiments.items():
+        sim = ws.settings.simulation.for_experiment(name)
+        for point in experiment_points(sim, exp):
+            if point.memory_check == "error":
+                try:
+                    point_setup(ws, sim, point)
+                except SimError as exc:
+                    raise SimError(
+                        f"simulation.experiments.{name}: {exc} (memory_check: warn runs it flagged)"
+                    ) from exc
+                checked += 1
+    return checked
+
+
 def run_experiment(
     ws, name: str, model_paths: dict[str, dict[str, str]], taus: dict[str, dict[str, float]] | None = None
 ) -> pd.DataFrame:
@@ -351,7 +371,7 @@ def run_experiment(
     models = {pair: {c: read_model(p) for c, p in model_paths[pair].items()} for pair in exp.pairs}
     rows = [
         run_point(ws, sim, pt, models[pt.pair], (taus or {}).get(pt.pair)) | {"experiment": name}
-        for pt in experiment_points(sim, exp)
+        for pt in progress(experiment_points(sim, exp), f"experiment {name}: configuration point")
     ]
     df = pd.DataFrame(rows)
     # AD rows do not depend on d: keep one per (pair, system, batch, seq_len)

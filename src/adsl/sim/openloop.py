@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from adsl.progress import progress
 from adsl.settings import LengthDist, OpenLoopSpec
 from adsl.sim.batching import Continuous
 from adsl.sim.core import RunResult, simulate_core
@@ -190,7 +191,7 @@ def run_open_loop(ws, models, taus, mix: RequestMix, policies: tuple[str, ...]) 
     sim, spec = ws.settings.simulation, ws.settings.simulation.open_loop
     runs = [(s, None) for s in spec.systems] + [(spec.policy_system, p) for p in policies]
     rows = []
-    for system, policy in runs:
+    for system, policy in progress(runs, "open loop: system"):
         point = Point(spec.pair, system, spec.slots, sim.draft_length, mix.max_seq_len, "warn", policy)
         for row in load_sweep(ws, sim, point, models, taus, spec, mix):
             rows.append({"pair": spec.pair, "system": system, "policy": policy or "own", **row})

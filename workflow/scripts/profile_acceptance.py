@@ -1,0 +1,3 @@
+from adsl.workflow import profile, run
+
+run(snakemake, profile)  # noqa: F821 (injected by Snakemake)
