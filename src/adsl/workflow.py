@@ -115,14 +115,20 @@ def figure(
     render(name, ws, pd.read_csv(source), pdf=pdf, png=png, csv=csv, reg=reg)
 
 
-def gallery(images: list, tables: list, copies: list) -> None:
-    """The README's figures and their tables copied to ``copies`` (docs/img/), each written atomically."""
+def gallery(images: list, tables: list, copies: list, machine: str) -> None:
+    """The README's figures and their tables copied to ``copies`` (docs/img/), each written atomically,
+    and ``machine``: the kind of machine that made them (``adsl.provenance``)."""
+    import json
     import shutil
+
+    from adsl.provenance import machine as this_machine
 
     sources = {Path(p).name: p for p in [*images, *tables]}
     for out in copies:
         with atomic_path(out) as tmp:
             shutil.copyfile(sources[Path(out).name], tmp)
+    with atomic_path(machine) as tmp:
+        tmp.write_text(json.dumps(this_machine(), indent=1, sort_keys=True) + "\n")
 
 
 # -- stage 1: profiling -----------------------------------------------------------------------------

@@ -126,3 +126,19 @@ def test_other_bad_files(tmp_path):
     with pytest.raises(ModelFileError, match="strict JSON"):
         write_model({**model(), "extra": {1, 2}}, tmp_path / "n.json")
     assert not (tmp_path / "n.json").exists()
+
+
+def test_an_undefined_statistic_is_written_as_null(tmp_path):
+    """A constant entropy (the synthetic profile of the fitting stage's end-to-end test) leaves the
+    Spearman correlation undefined: null in the strict-JSON file, not NaN."""
+    from adsl.fitting.entropy import entropy_check, fit_entropy
+
+    rng = np.random.default_rng(0)
+    conf, ent = rng.uniform(0.01, 1, 500), np.full(500, 0.5)
+    with pytest.warns(Warning, match="constant"):
+        check = entropy_check(fit_entropy(conf, ent), conf, ent)
+    assert check["spearman_measured"] is None and check["spearman_drawn"] is None
+    m = model()
+    m["entropy"] = {"check": check}
+    write_model(m, tmp_path / "m.json")
+    assert read_model(tmp_path / "m.json")["entropy"]["check"]["spearman_measured"] is None

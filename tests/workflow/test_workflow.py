@@ -69,6 +69,8 @@ def test_a_fresh_checkout_never_plans_profiling(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     planned = [line for line in (res.stdout + res.stderr).splitlines() if line.startswith("rule ")]
     assert planned and "rule profile_acceptance:" not in planned
+    # the committed profile is no rule's output, so Snakemake has no metadata to miss
+    assert "missing metadata" not in res.stdout + res.stderr
 
 
 @pytest.mark.parametrize(

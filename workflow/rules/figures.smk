@@ -52,6 +52,7 @@ rule gallery:
         tables=[f"results/figures/{n}.csv" for n in REG.gallery],
     output:
         copies=[f"docs/img/{n}.{ext}" for n in REG.gallery for ext in ("png", "csv")],
+        machine="docs/img/machine.json",
     log:
         "logs/gallery.log",
     conda:

@@ -43,12 +43,17 @@ def draw_entropy(model: dict, confidence: np.ndarray, rng: np.random.Generator) 
 
 def entropy_check(model: dict, confidence: np.ndarray, entropy: np.ndarray, seed: int = 0) -> dict:
     """Draws given held-out confidences against the held-out entropies: KS statistic and p-value of the
-    marginal, and the Spearman correlation of entropy with confidence, measured and drawn."""
+    marginal, and the Spearman correlation of entropy with confidence, measured and drawn (None where it is
+    undefined: a constant input; model files are strict JSON, which has no NaN)."""
     drawn = draw_entropy(model, confidence, np.random.default_rng(seed))
     ks = stats.ks_2samp(drawn, entropy)
     return {
         "ks_statistic": float(ks.statistic),
         "ks_pvalue": float(ks.pvalue),
-        "spearman_measured": float(stats.spearmanr(confidence, entropy).statistic),
-        "spearman_drawn": float(stats.spearmanr(confidence, drawn).statistic),
+        "spearman_measured": _defined(stats.spearmanr(confidence, entropy).statistic),
+        "spearman_drawn": _defined(stats.spearmanr(confidence, drawn).statistic),
     }
+
+
+def _defined(x) -> float | None:
+    return float(x) if np.isfinite(x) else None
