@@ -38,6 +38,19 @@ def synthetic_models(categories):
     return {k: {"confidence": conf, "joint": joint, "entropy": entropy, "match_rate": 0.6} for k in categories}
 
 
+def bench_points() -> list[tuple]:
+    """The Fig. 3 sweeps and 3 pairs x 5 systems x batch 16-128, as ``Point`` fields (76 points)."""
+    points = [("OPT-66B", s, b, 8, 1024, "warn") for s in ("AD", "SD") for b in (8, 16, 32, 64, 128)]
+    points += [("OPT-66B", s, 64, d, 1024, "warn") for s in ("SD",) for d in (2, 3, 4, 5, 6, 12)]
+    points += [
+        (p, s, b, 8, 1024, "warn")
+        for p in ("OPT-66B", "Llama3.1-70B", "OPT-175B")
+        for s in ("GPU-AD", "GPU-SD", "PIM-AD", "PIM-SD", "SADDLE")
+        for b in (16, 32, 64, 128)
+    ]
+    return points
+
+
 def booking_floor(ws, sim, models, taus, whole: dict[str, float]) -> None:
     """Per event-core point at batch 128: the passes it books on the machines, and what booking them
     alone costs in CPython (``Machines.run`` + ``advance`` on a pass of the same segment count): a floor
@@ -80,14 +93,7 @@ def main() -> None:
     ws = load_workspace(ROOT / "config" / "config.yaml", base=ROOT)
     sim = ws.settings.simulation
     models = synthetic_models(sim.categories)
-    points = [("OPT-66B", s, b, 8, 1024, "warn") for s in ("AD", "SD") for b in (8, 16, 32, 64, 128)]
-    points += [("OPT-66B", s, 64, d, 1024, "warn") for s in ("SD",) for d in (2, 3, 4, 5, 6, 12)]
-    points += [
-        (p, s, b, 8, 1024, "warn")
-        for p in ("OPT-66B", "Llama3.1-70B", "OPT-175B")
-        for s in ("GPU-AD", "GPU-SD", "PIM-AD", "PIM-SD", "SADDLE")
-        for b in (16, 32, 64, 128)
-    ]
+    points = bench_points()
     taus = dict.fromkeys(sim.categories, 0.3)  # speed does not depend on the calibrated tau
     t0 = time.perf_counter()
     tokens, at_128 = 0, {}

@@ -1,0 +1,957 @@
+"""The event loop of one replica, compiled with numba: the same plain loop is the scalar reference
+(``NUMBA_DISABLE_JIT=1``, or each function's ``.py_func``) and the fast path.
+
+State is structure-of-arrays: per slot (the request it holds, its position in its streams, the tokens it
+has left, its context, its pool entry), per machine (sorted busy intervals), and append-only logs of the
+jobs booked, the passes in them, the token events and the rounds. The Python side builds the inputs
+(cost tables as flat arrays, acceptance runs, draft lengths, confidences) and turns the logs into a
+``RunResult`` (``adsl.sim.result``).
+
+Modes: ``AD`` decode passes; ``SD`` drafting then verification per micro-batch, strictly alternating;
+``SEQ_POOL`` every micro-batch drafts, one pooled pass verifies (SADDLE-p); ``ASYNC_POOL`` the Shared Pool
+verified as soon as the verifier is idle (or once every entry is ready) with eager drafting during
+verification (SADDLE-s, SADDLE). Every float operation is the one the earlier Python core did, in the
+same order, so results are the same to the bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+from numba.typed import List
+
+AD, SD, SEQ_POOL, ASYNC_POOL = 0, 1, 2, 3
+KINDS = ("draft", "eager", "verify", "decode", "prefill")
+DRAFT, EAGER, VERIFY, DECODE, PREFILL = range(5)
+TABLES = ("draft", "verify", "decode", "prefill")  # a pass's cost table
+T_DRAFT, T_VERIFY, T_DECODE, T_PREFILL = range(4)
+PRUNE = 8  # machines forget past intervals every PRUNE-th event
+CHUNKS = 4  # FC / attention alternations per pass (split over a pipeline's stages)
+CAPACITY = 4096  # busy intervals a machine may hold at once (past ones are pruned)
+NONE = -1.0  # "no time" (a request left to arrive: never)
+
+
+# -- cost look-ups ------------------------------------------------------------------------------------
+@njit(cache=True)
+def at(gpu, pim, n, ctx, step):
+    """(GPU + link s, PIM s) of a pass over ``n`` requests at mean context ``ctx``: linear in context between
+    the grid points of tables ``gpu`` / ``pim`` (requests x context grid)."""
+    if n <= 0:
+        return 0.0, 0.0
+    pos = ctx / step
+    i = min(int(pos), gpu.shape[1] - 2)
+    f = pos - i
+    return gpu[n, i] * (1 - f) + gpu[n, i + 1] * f, pim[n, i] * (1 - f) + pim[n, i + 1] * f
+
+
+@njit(cache=True)
+def draft_pass(dg, dp, n, ctx, step):
+    """(variant, GPU s, PIM s): the faster draft-table variant (the scheduler's FC placement); ties keep
+    the lower variant."""
+    bv, bg, bp = 0, 0.0, 0.0
+    for v in range(dg.shape[0]):
+        g, p = at(dg[v], dp[v], n, ctx, step)
+        if v == 0 or g + p < bg + bp:
+            bv, bg, bp = v, g, p
+    return bv, bg, bp
+
+
+@njit(cache=True)
+def verify_pass(vg, vp, n, ctx, q, step):
+    """(variant, integer q, weight of q + 1, GPU s, PIM s): linear between the integer-q tables."""
+    nq = vg.shape[1]
+    q0 = min(int(q), nq - 1)
+    f = q - q0
+    bv, bq, bf, bg, bp = 0, q0, f, 0.0, 0.0
+    for v in range(vg.shape[0]):
+        g0, p0 = at(vg[v, q0 - 1], vp[v, q0 - 1], n, ctx, step)
+        if f > 0:
+            g1, p1 = at(vg[v, q0], vp[v, q0], n, ctx, step)
+        else:
+            g1, p1 = g0, p0
+        g, p = g0 * (1 - f) + g1 * f, p0 * (1 - f) + p1 * f
+        if v == 0 or g + p < bg + bp:
+            bv, bq, bf, bg, bp = v, q0, f, g, p
+    return bv, bq, bf, bg, bp
+
+
+# -- machines -----------------------------------------------------------------------------------------
+@njit(cache=True)
+def segments(gpu_s, pim_s, stages, pim, stage, seg_m, seg_d):
+    """Fill (machine, duration) of a pass's segments into ``seg_m`` / ``seg_d``; returns their count.
+    Through every pipeline stage in turn (``stage`` < 0), or on one stage's machines alone."""
+    chunks = max(1, CHUNKS // stages)
+    per = 2 if pim else 1
+    if stage < 0:
+        s0, s1, split = 0, stages, stages
+    else:
+        s0, s1, split = stage, stage + 1, 1
+    g, p = gpu_s / split / chunks, pim_s / split / chunks
+    k = 0
+    for s in range(s0, s1):
+        for _ in range(chunks):
+            gm, pm = s * per, s * per + 1
+            if g > 0 and p > 0:
+                seg_m[k], seg_d[k], seg_m[k + 1], seg_d[k + 1] = gm, g, pm, p
+                k += 2
+            elif g > 0:
+                seg_m[k], seg_d[k] = gm, g
+                k += 1
+            elif p > 0:
+                seg_m[k], seg_d[k] = pm, p
+                k += 1
+    return k
+
+
+@njit(cache=True)
+def _bisect_right(a, n, x):
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if x < a[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@njit(cache=True)
+def _insert(st, en, cnt, m, k, s, e):
+    n = cnt[m]
+    if n >= st.shape[1]:
+        raise RuntimeError("adsl.sim.loop: a machine holds more busy intervals than CAPACITY")
+    for j in range(n, k, -1):
+        st[m, j] = st[m, j - 1]
+        en[m, j] = en[m, j - 1]
+    st[m, k] = s
+    en[m, k] = e
+    cnt[m] = n + 1
+
+
+@njit(cache=True)
+def _delete(st, en, cnt, m, k, count):
+    n = cnt[m]
+    for j in range(k, n - count):
+        st[m, j] = st[m, j + count]
+        en[m, j] = en[m, j + count]
+    cnt[m] = n - count
+
+
+@njit(cache=True)
+def _place(st, en, cnt, m, t, dur):
+    """First idle gap of machine ``m`` at or after ``t`` that holds ``dur``; books it, returns its start."""
+    n = cnt[m]
+    k = _bisect_right(en[m], n, t)
+    while k < n and st[m, k] < t + dur:
+        if en[m, k] > t:
+            t = en[m, k]
+        k += 1
+    end = t + dur
+    if k > 0 and en[m, k - 1] == t:  # touches the previous interval: extend it
+        if k < n and st[m, k] == end:
+            en[m, k - 1] = en[m, k]
+            _delete(st, en, cnt, m, k, 1)
+        else:
+            en[m, k - 1] = end
+    elif k < n and st[m, k] == end:
+        st[m, k] = t
+    else:
+        _insert(st, en, cnt, m, k, t, end)
+    return t
+
+
+@njit(cache=True)
+def advance(mach, now):
+    """Forget intervals that ended before ``now``, every PRUNE-th call (placement skips them anyway)."""
+    st, en, cnt, calls = mach[0], mach[1], mach[2], mach[4]
+    calls[0] += 1
+    if calls[0] % PRUNE:
+        return
+    for m in range(cnt.size):
+        k = _bisect_right(en[m], cnt[m], now)
+        if k:
+            _delete(st, en, cnt, m, 0, k)
+
+
+@njit(cache=True)
+def run_pass(mach, release, seg_m, seg_d, nseg, per_stage, kind, log):
+    """Book segments in order from ``release``: (start of the first, end of the last). ``mach[5][0]``
+    afterwards holds when the pass cleared the first pipeline stage."""
+    st, en, cnt, busy, first_stage = mach[0], mach[1], mach[2], mach[3], mach[5]
+    t = release
+    start = NONE
+    have_start = False
+    first_stage[0] = release
+    for j in range(nseg):
+        m, dur = seg_m[j], seg_d[j]
+        n = cnt[m]
+        if n == 0 or en[m, n - 1] < t:  # after everything booked on the machine: the common case
+            _insert(st, en, cnt, m, n, t, t + dur)
+            s = t
+        elif en[m, n - 1] == t:
+            en[m, n - 1] = t + dur
+            s = t
+        else:
+            s = _place(st, en, cnt, m, t, dur)
+        if not have_start:
+            start, have_start = s, True
+        t = s + dur
+        if m < per_stage:
+            first_stage[0] = t
+        busy[m] += dur
+        if log[0]:
+            log[1].append(m)
+            log[2].append(s)
+            log[3].append(t)
+            log[4].append(kind)
+    return (start if have_start else release), t
+
+
+# -- the logs -----------------------------------------------------------------------------------------
+@njit(cache=True)
+def new_logs(record):
+    """Append-only logs of one replica's run (typed lists; ``adsl.sim.result`` reads them)."""
+    i64, f64 = types.int64, types.float64
+    jobs = (List.empty_list(i64), List.empty_list(f64), List.empty_list(f64))  # kind, start, end
+    # passes: job, table, variant, n, ctx, q0, f; a draft chain's steps share their job
+    passes = (
+        List.empty_list(i64),
+        List.empty_list(i64),
+        List.empty_list(i64),
+        List.empty_list(i64),
+        List.empty_list(f64),
+        List.empty_list(i64),
+        List.empty_list(f64),
+    )
+    events = (List.empty_list(f64), List.empty_list(f64), List.empty_list(i64))  # t, emitted, completed
+    rounds = (List.empty_list(f64), List.empty_list(i64), List.empty_list(i64))  # t, requests, drafted
+    intervals = (record, List.empty_list(i64), List.empty_list(f64), List.empty_list(f64), List.empty_list(i64))
+    return jobs, passes, events, rounds, intervals
+
+
+@njit(cache=True)
+def _issue(mach, lay, logs, kind, release, g, p):
+    """Book a job of GPU + link ``g`` and PIM ``p`` seconds (a replicated draft: on every stage at once);
+    returns (job index, end). Its passes are logged by the caller."""
+    stages, pim, per_stage, everywhere = lay
+    seg_m = np.empty(4 * CHUNKS * stages, np.int64)
+    seg_d = np.empty(4 * CHUNKS * stages)
+    if everywhere and stages > 1 and (kind == DRAFT or kind == EAGER):
+        start, end = np.inf, -np.inf
+        for s in range(stages):
+            k = segments(g, p, stages, pim, s, seg_m, seg_d)
+            a, b = run_pass(mach, release, seg_m, seg_d, k, per_stage, kind, logs[4])
+            start, end = min(start, a), max(end, b)
+    else:
+        k = segments(g, p, stages, pim, -1, seg_m, seg_d)
+        start, end = run_pass(mach, release, seg_m, seg_d, k, per_stage, kind, logs[4])
+    jobs = logs[0]
+    jobs[0].append(kind)
+    jobs[1].append(start)
+    jobs[2].append(end)
+    return len(jobs[0]) - 1, end
+
+
+@njit(cache=True)
+def _log_pass(logs, job, table, variant, n, ctx, q0, f):
+    ps = logs[1]
+    ps[0].append(job)
+    ps[1].append(table)
+    ps[2].append(variant)
+    ps[3].append(n)
+    ps[4].append(ctx)
+    ps[5].append(q0)
+    ps[6].append(f)
+
+
+@njit(cache=True)
+def _round(logs, t, n, drafted):
+    rd = logs[3]
+    rd[0].append(t)
+    rd[1].append(n)
+    rd[2].append(drafted)
+
+
+@njit(cache=True)
+def _event(logs, t, emitted, completed):
+    ev = logs[2]
+    ev[0].append(t)
+    ev[1].append(emitted)
+    ev[2].append(completed)
+
+
+# -- passes -------------------------------------------------------------------------------------------
+@njit(cache=True)
+def draft_chain(mach, lay, tab, logs, counts, kind, release, lengths, ctx, offset):
+    """Draft passes of one micro-batch as one job: step j drafts for the requests with length > j (their
+    mean context, + j); its serial GPU and PIM time are the sums of its steps', in step order. Returns
+    the chain's end (``release`` when nobody drafts)."""
+    k = 0
+    for v in lengths:
+        k = max(k, v)
+    if k <= 0:
+        return release
+    dg, dp, step, fc_on_pim = tab[0], tab[1], tab[8], tab[9]
+    var = np.empty(k, np.int64)
+    ns = np.empty(k, np.int64)
+    cs = np.empty(k)
+    g_s, p_s = 0.0, 0.0
+    on_pim = 0
+    for j in range(k):
+        n, total = 0, 0.0
+        for i in range(lengths.size):
+            if lengths[i] > j:
+                n += 1
+                total += ctx[i] + offset
+        c = total / max(n, 1) + j
+        v, g, p = draft_pass(dg, dp, n, c, step)
+        var[j], ns[j], cs[j] = v, n, c
+        g_s += g
+        p_s += p
+        on_pim += fc_on_pim[v]
+    counts[0] += on_pim
+    counts[1] += k
+    job, end = _issue(mach, lay, logs, kind, release, g_s, p_s)
+    for j in range(k):
+        _log_pass(logs, job, T_DRAFT, var[j], ns[j], cs[j], 0, 0.0)
+    return end
+
+
+@njit(cache=True)
+def verify(mach, lay, tab, logs, counts, release, n, ctx, q):
+    v, q0, f, g, p = verify_pass(tab[2], tab[3], n, ctx, q, tab[8])
+    counts[2] += tab[10][v]
+    counts[3] += 1
+    job, end = _issue(mach, lay, logs, VERIFY, release, g, p)
+    _log_pass(logs, job, T_VERIFY, v, n, ctx, q0, f)
+    return end
+
+
+@njit(cache=True)
+def prefill(mach, lay, tab, logs, release, n):
+    """The prompts of ``n`` admitted requests, through each model in turn (target, then the draft)."""
+    if n == 0:
+        return release
+    t = release
+    pg, pp, step = tab[6], tab[7], tab[8]
+    for i in range(pg.shape[0]):
+        g, p = at(pg[i], pp[i], n, 0.0, step)
+        job, t = _issue(mach, lay, logs, PREFILL, t, g, p)
+        _log_pass(logs, job, T_PREFILL, i, n, 0.0, 0, 0.0)
+    return t
+
+
+# -- requests in slots --------------------------------------------------------------------------------
+@njit(cache=True)
+def waiting(rq, slots, t):
+    """Requests queued by ``t`` (arrived, open loop) and not yet in a slot."""
+    arrival, open_loop = rq[2], rq[3]
+    n = rq[1].size
+    arrived = n if not open_loop else np.searchsorted(arrival, t, side="right")
+    return max(0, arrived - slots[6][0])
+
+
+@njit(cache=True)
+def next_arrival(rq, slots):
+    """When the next request not yet admitted arrives (NONE: none left)."""
+    nid = slots[6][0]
+    if nid >= rq[1].size:
+        return NONE
+    return rq[2][nid] if rq[3] else 0.0
+
+
+@njit(cache=True)
+def admit(rq, slots, free, t):
+    """Slots in ``free`` take the requests queued by ``t``, in slot order; returns the slots that got one."""
+    cur, pos, left, ctx, next_id = slots[0], slots[1], slots[2], slots[3], slots[6]
+    take = waiting(rq, slots, t)
+    admitted = np.zeros(free.size, np.bool_)
+    for s in range(free.size):
+        if take == 0:
+            break
+        if free[s]:
+            i = next_id[0]
+            next_id[0] += 1
+            cur[s], pos[s], left[s], ctx[s] = i, 0, rq[1][i], rq[0][i]
+            admitted[s] = True
+            take -= 1
+    return admitted
+
+
+@njit(cache=True)
+def start_requests(mach, lay, tab, logs, times, slots, admitted, t, with_prefill):
+    """The requests just admitted to ``admitted`` slots enter at ``t`` (prefilled when asked); returns when
+    their micro-batch may go on."""
+    n = 0
+    for s in range(admitted.size):
+        if admitted[s]:
+            times[0][slots[0][s]] = t
+            n += 1
+    if n == 0:
+        return t
+    if with_prefill:
+        t = prefill(mach, lay, tab, logs, t, n)
+    for s in range(admitted.size):
+        if admitted[s]:
+            times[1][slots[0][s]] = t
+    return t
+
+
+@njit(cache=True)
+def settle(mach, lay, tab, logs, times, rq, slots, a, b, t, emitted, verified, with_prefill):
+    """After slots a..b emitted ``emitted`` at ``t``: record finished requests, refill their slots (and,
+    open loop, idle ones) from the queue; returns when the micro-batch may go on."""
+    cur, left, held, cont = slots[0], slots[2], slots[4], slots[5]
+    finished = 0
+    total = 0.0
+    for s in range(a, b):
+        total += emitted[s - a]
+        if verified[s - a] and left[s] == 0:
+            finished += 1
+            times[2][cur[s]] = t
+            cont[s] = False
+            held[s] = 0
+    _event(logs, t, total, finished)
+    open_loop = rq[3]
+    if not open_loop and finished == 0:
+        return t
+    free = np.zeros(cur.size, np.bool_)
+    some = False
+    for s in range(a, b):
+        free[s] = left[s] == 0 and (open_loop or verified[s - a])
+        some |= free[s]
+    if some and waiting(rq, slots, t):
+        return start_requests(mach, lay, tab, logs, times, slots, admit(rq, slots, free, t), t, with_prefill)
+    return t
+
+
+# -- micro-batches on their own (AD, SD) ---------------------------------------------------------------
+@njit(cache=True)
+def _push(ht, hi, size, t, i):
+    """Binary heap of (time, group); a group has at most one entry, so (time, group) pairs are distinct."""
+    k = size
+    ht[k], hi[k] = t, i
+    while k > 0:
+        parent = (k - 1) // 2
+        if (ht[parent], hi[parent]) <= (ht[k], hi[k]):
+            break
+        ht[parent], ht[k] = ht[k], ht[parent]
+        hi[parent], hi[k] = hi[k], hi[parent]
+        k = parent
+    return size + 1
+
+
+@njit(cache=True)
+def _pop(ht, hi, size):
+    t, i = ht[0], hi[0]
+    size -= 1
+    ht[0], hi[0] = ht[size], hi[size]
+    k = 0
+    while True:
+        small, left, right = k, 2 * k + 1, 2 * k + 2
+        if left < size and (ht[left], hi[left]) < (ht[small], hi[small]):
+            small = left
+        if right < size and (ht[right], hi[right]) < (ht[small], hi[small]):
+            small = right
+        if small == k:
+            break
+        ht[small], ht[k] = ht[k], ht[small]
+        hi[small], hi[k] = hi[k], hi[small]
+        k = small
+    return t, i, size
+
+
+@njit(cache=True)
+def fresh_lengths(rq, slots, a, b, d, cap):
+    """Draft length of slots a..b from where each request stands (0 for an idle slot)."""
+    cur, pos, left = slots[0], slots[1], slots[2]
+    out = np.zeros(b - a, np.int64)
+    last = rq[1].size - 1
+    for s in range(a, b):
+        if left[s] > 0:
+            out[s - a] = min(rq[7][min(cur[s], last), pos[s]], cap) if rq[8] else d
+    return out
+
+
+@njit(cache=True)
+def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, starts, stops):
+    """Every micro-batch on its own: a heap of (time, group) holds when each group's round starts (its
+    passes are booked and end at a known time) or ends (its tokens are emitted and finished slots take
+    queued requests, in the order rounds end). Open loop: a group with nothing in flight admits what has
+    arrived, or waits for the next arrival."""
+    cur, pos, left, ctx = slots[0], slots[1], slots[2], slots[3]
+    groups = starts.size
+    n_slots = cur.size
+    last = rq[1].size - 1
+    ht = np.empty(groups)
+    hi = np.empty(groups, np.int64)
+    ending = np.zeros(groups, np.bool_)  # the group's entry is the end of a round
+    size = 0
+    for i in range(groups):
+        size = _push(ht, hi, size, 0.0, i)
+    # a round's outcome per slot (SD): tokens emitted, positions advanced, verified
+    emitted = np.zeros(n_slots, np.int64)
+    adv = np.zeros(n_slots, np.int64)
+    act = np.zeros(n_slots, np.bool_)
+    # AD: until a request of the group finishes, the group decodes the same requests and each context
+    # grows by one token a pass: n, context sum, passes to the first completion and so far carry over
+    stretch = np.zeros(groups, np.bool_)
+    st_n = np.zeros(groups, np.int64)
+    st_sum = np.zeros(groups)
+    st_first = np.zeros(groups, np.int64)
+    st_k = np.zeros(groups, np.int64)
+    while size:
+        t, i, size = _pop(ht, hi, size)
+        advance(mach, t)
+        a, b = starts[i], stops[i]
+        if ending[i]:
+            ending[i] = False
+            if mode == AD:
+                n = st_n[i]
+                for s in range(a, b):
+                    e = 1 if act[s] else 0
+                    left[s] -= e
+                    ctx[s] += e
+                    pos[s] += e
+                st_k[i] += 1
+                if st_k[i] < st_first[i] and (not rq[3] or n == b - a or waiting(rq, slots, t) == 0):
+                    _event(logs, t, float(n), 0)  # nobody finished, nobody admitted
+                    size = _push(ht, hi, size, t, i)
+                    continue
+                stretch[i] = False
+                verified = act[a:b].copy()
+                emit = verified.astype(np.int64)
+                t2 = settle(mach, lay, tab, logs, times, rq, slots, a, b, t, emit, verified, with_prefill)
+            else:
+                for s in range(a, b):
+                    left[s] -= emitted[s]
+                    ctx[s] += emitted[s]
+                    pos[s] += adv[s] if act[s] else 0
+                t2 = settle(mach, lay, tab, logs, times, rq, slots, a, b, t, emitted[a:b], act[a:b], with_prefill)
+            size = _push(ht, hi, size, t2, i)
+            continue
+        busy = False
+        for s in range(a, b):
+            busy |= left[s] > 0
+        if not stretch[i] and not busy:
+            if not rq[3]:
+                continue
+            if waiting(rq, slots, t):
+                free = np.zeros(n_slots, np.bool_)
+                for s in range(a, b):
+                    free[s] = left[s] == 0
+                wake = start_requests(mach, lay, tab, logs, times, slots, admit(rq, slots, free, t), t, with_prefill)
+            else:
+                wake = next_arrival(rq, slots)
+                if wake == NONE:
+                    continue
+            size = _push(ht, hi, size, max(wake, t), i)
+            continue
+        if mode == AD:
+            if not stretch[i]:
+                n, total, first = 0, 0.0, 1 << 62
+                for s in range(a, b):
+                    act[s] = left[s] > 0
+                    if act[s]:
+                        n += 1
+                        total += ctx[s]
+                        first = min(first, left[s])
+                stretch[i], st_n[i], st_sum[i], st_first[i], st_k[i] = True, n, total, first, 0
+            n, k = st_n[i], st_k[i]
+            c = (st_sum[i] + k * n) / n
+            g, p = at(tab[4], tab[5], n, c, tab[8])
+            job, end = _issue(mach, lay, logs, DECODE, t, g, p)
+            _log_pass(logs, job, T_DECODE, 0, n, c, 0, 0.0)
+            _round(logs, end, n, 0)
+        else:
+            lengths = fresh_lengths(rq, slots, a, b, d, d)
+            t = draft_chain(mach, lay, tab, logs, counts, DRAFT, t, lengths, ctx[a:b], 0.0)
+            n, drafted, total = 0, 0, 0.0
+            for s in range(a, b):
+                act[s] = left[s] > 0
+                if act[s]:
+                    n += 1
+                    total += ctx[s]
+                drafted += lengths[s - a]
+            end = verify(mach, lay, tab, logs, counts, t, n, total / n, (drafted + n) / n)
+            for s in range(a, b):
+                if act[s]:
+                    acc = min(rq[4][min(cur[s], last), pos[s]], lengths[s - a])
+                    emitted[s], adv[s] = min(acc + 1, left[s]), acc + 1
+                else:
+                    emitted[s], adv[s] = 0, 1
+            _round(logs, end, n, drafted)
+        ending[i] = True
+        size = _push(ht, hi, size, end, i)
+
+
+# -- the pools (SADDLE-p, SADDLE-s, SADDLE) -----------------------------------------------------------
+@njit(cache=True)
+def pool_admit(want, rq, slots, capacity, queries):
+    """Draft tokens admitted per slot: the ``capacity - queries`` tokens with the highest running product
+    of the draft's confidences over all slots, never more than ``want``. The product falls along a draft,
+    so each request keeps a prefix; ties at the cut go to the earlier slot."""
+    room = max(capacity - queries, 0)
+    out = want.copy()
+    if want.sum() <= room:
+        return out
+    cur, pos = slots[0], slots[1]
+    last = rq[1].size - 1
+    n_slots = want.size
+    width = 0
+    for s in range(n_slots):
+        width = max(width, want[s])
+    score = np.full(n_slots * width, -1.0)
+    for s in range(n_slots):
+        r = min(cur[s], last)
+        h = 1.0
+        for j in range(want[s]):
+            h *= np.float64(rq[9][r, pos[s]] if j == 0 else rq[10][r, pos[s] + j])
+            score[s * width + j] = h
+    for s in range(n_slots):
+        out[s] = 0
+    if room <= 0:
+        return out
+    v = np.partition(score, score.size - room)[score.size - room]  # the room-th largest score
+    above = 0
+    for x in score:
+        above += x > v
+    ties = room - above
+    for s in range(n_slots):
+        for j in range(want[s]):
+            x = score[s * width + j]
+            if x > v:
+                out[s] += 1
+            elif x == v and ties > 0:
+                out[s] += 1
+                ties -= 1
+    return out
+
+
+@njit(cache=True)
+def sequential_pool(d, capacity, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, starts, stops):
+    """SADDLE-p: every micro-batch drafts, one pooled pass verifies them all, again. A full pool cuts
+    drafts short: the C tokens most likely to pass are drafted, the others are not."""
+    cur, pos, left, ctx = slots[0], slots[1], slots[2], slots[3]
+    n_slots = cur.size
+    last = rq[1].size - 1
+    t = 0.0
+    while True:
+        busy = False
+        for s in range(n_slots):
+            busy |= left[s] > 0
+        if not busy:
+            break
+        advance(mach, t)
+        want = np.zeros(n_slots, np.int64)
+        for i in range(starts.size):
+            want[starts[i] : stops[i]] = fresh_lengths(rq, slots, starts[i], stops[i], d, d)
+        act = left > 0
+        queries = act.sum()
+        for s in range(n_slots):
+            want[s] = min(want[s], d) if act[s] else 0
+        lv = pool_admit(want, rq, slots, capacity, queries)
+        for s in range(n_slots):
+            lv[s] = lv[s] if act[s] else 0
+        pooled = 0
+        for s in range(n_slots):
+            pooled += lv[s] + 1 if act[s] else 0
+        counts[8] = max(counts[8], pooled)
+        ready = t
+        for i in range(starts.size):
+            a, b = starts[i], stops[i]
+            ready = max(ready, draft_chain(mach, lay, tab, logs, counts, DRAFT, t, lv[a:b], ctx[a:b], 0.0))
+        n, total, q = 0, 0.0, 0
+        for s in range(n_slots):
+            if act[s]:
+                n += 1
+                total += ctx[s]
+                q += lv[s] + 1
+        end = verify(mach, lay, tab, logs, counts, ready, n, total / n, q / n)
+        _round(logs, end, n, lv.sum())
+        t = end
+        for i in range(starts.size):
+            a, b = starts[i], stops[i]
+            verified = np.zeros(b - a, np.bool_)
+            emitted = np.zeros(b - a, np.int64)
+            for s in range(a, b):
+                if left[s] > 0:
+                    acc = min(rq[4][min(cur[s], last), pos[s]], lv[s])
+                    verified[s - a] = True
+                    emitted[s - a] = min(acc + 1, left[s])
+                    left[s] -= emitted[s - a]
+                    ctx[s] += emitted[s - a]
+                    pos[s] += acc + 1
+            t = max(t, settle(mach, lay, tab, logs, times, rq, slots, a, b, end, emitted, verified, with_prefill))
+
+
+@njit(cache=True)
+def _chains(mach, lay, tab, logs, counts, kind, lengths, ctx, release, starts, stops, ends):
+    """One draft chain per micro-batch over the slots with ``lengths`` > 0, released at ``release[g]``;
+    each slot's chain end into ``ends`` (slots of a micro-batch that drafts nothing keep theirs)."""
+    for i in range(starts.size):
+        a, b = starts[i], stops[i]
+        drafting = False
+        for s in range(a, b):
+            drafting |= lengths[s] > 0
+        if not drafting:
+            for s in range(a, b):
+                ends[s] = release[i]
+            continue
+        end = draft_chain(mach, lay, tab, logs, counts, kind, release[i], lengths[a:b], ctx[a:b], 0.0)
+        for s in range(a, b):
+            ends[s] = end
+
+
+@njit(cache=True)
+def draft_fresh(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, releases):
+    """Slots ``sel`` without a kept eager entry draft a fresh one (released per slot at ``releases``; a
+    micro-batch's chain starts when its last drafting slot is released)."""
+    cur, pos, left, ctx, held = slots[0], slots[1], slots[2], slots[3], slots[4]
+    ready, offered, full = pool[0], pool[1], pool[2]
+    last = rq[1].size - 1
+    n_slots = cur.size
+    fresh = np.zeros(n_slots, np.int64)
+    any_draft = False
+    for s in range(n_slots):
+        if not sel[s]:
+            continue
+        act = left[s] > 0
+        full[s] = min(rq[7][min(cur[s], last), pos[s]], 2 * d + 1) if act else 0
+        fresh[s] = min(full[s], d) if act and held[s] == 0 else 0
+        offered[s] = held[s] if held[s] > 0 else fresh[s]
+        ready[s] = releases[s]
+        any_draft |= fresh[s] > 0
+    if not any_draft:
+        return
+    start = np.full(starts.size, -np.inf)
+    first, tokens = np.inf, 0
+    for i in range(starts.size):
+        for s in range(starts[i], stops[i]):
+            if fresh[s] > 0:
+                start[i] = max(start[i], releases[s])
+                first = min(first, releases[s])
+                tokens += fresh[s]
+    ends = np.empty(n_slots)
+    _chains(mach, lay, tab, logs, counts, DRAFT, fresh, ctx + 0.0, start, starts, stops, ends)
+    for s in range(n_slots):
+        if fresh[s] > 0:
+            ready[s] = ends[s]
+    _round(logs, first, 0, tokens)
+
+
+@njit(cache=True)
+def _refill(d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, now):
+    """Open loop, before a pooled pass at ``now``: idle slots take the requests that have arrived, are
+    prefilled and draft their first entries; with nothing in flight, wait for the next arrival. Returns
+    when the verifier may start (NONE: no request left)."""
+    left = slots[2]
+    while True:
+        idle = left == 0
+        if idle.any() and waiting(rq, slots, now):
+            admitted = admit(rq, slots, idle, now)
+            t = start_requests(mach, lay, tab, logs, times, slots, admitted, now, with_prefill)
+            draft_fresh(
+                d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, admitted, np.full(left.size, t)
+            )
+        if (left > 0).any():
+            return now
+        nxt = next_arrival(rq, slots)
+        if nxt == NONE:
+            return NONE
+        now = max(now, nxt)
+
+
+@njit(cache=True)
+def _finish(d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, sel, start, end, lv):
+    """Eager drafting of the verified requests during the pass, then acceptance and their next entries."""
+    cur, pos, left, ctx, held, cont = slots[0], slots[1], slots[2], slots[3], slots[4], slots[5]
+    offered, full = pool[1], pool[2]
+    n_slots = cur.size
+    last = rq[1].size - 1
+    extra = np.zeros(n_slots, np.int64)
+    eager_end = np.full(n_slots, start)
+    some = False
+    for s in range(n_slots):
+        if sel[s]:
+            extra[s] = min(max(min(full[s], offered[s] + d + 1) - offered[s], 0), d + 1)
+            some |= extra[s] > 0
+    if some:
+        ends = np.empty(n_slots)
+        release = np.full(starts.size, start)
+        _chains(mach, lay, tab, logs, counts, EAGER, extra, ctx + offered, release, starts, stops, ends)
+        for s in range(n_slots):
+            if extra[s] > 0:
+                eager_end[s] = ends[s]
+        _round(logs, start, 0, extra.sum())
+    emitted = np.zeros(n_slots, np.int64)
+    adv = np.zeros(n_slots, np.int64)
+    for s in range(n_slots):
+        r = min(cur[s], last)
+        run = rq[6][r, pos[s]] if rq[5] and cont[s] else rq[4][r, pos[s]]
+        acc = min(run, lv[s])
+        rest = offered[s] + extra[s] - lv[s]
+        bonus = acc == lv[s] and run > lv[s] and rest > 0
+        keep = bonus and rest > 1 and sel[s]
+        lost = sel[s] and not keep
+        counts[4] += extra[s]
+        counts[5] += rest - 1 if keep else 0
+        counts[6] += extra[s] if lost else 0
+        counts[7] += offered[s] + extra[s] - acc - bonus if lost else 0
+        if sel[s]:
+            held[s] = rest - 1 if keep else 0
+            cont[s] = keep
+            emitted[s] = min(acc + 1, left[s])
+            adv[s] = acc + 1
+    # emit the verified slots' tokens, refill finished slots (their prefill)
+    completed, tokens = 0, 0
+    free = np.zeros(n_slots, np.bool_)
+    for s in range(n_slots):
+        left[s] -= emitted[s]
+        ctx[s] += emitted[s]
+        pos[s] += adv[s] if sel[s] else 0
+        done = sel[s] and left[s] == 0
+        if done:
+            cont[s] = False
+            held[s] = 0
+            completed += 1
+            times[2][cur[s]] = end
+        tokens += emitted[s]
+        free[s] = sel[s] and left[s] == 0
+    _event(logs, end, float(tokens), completed)
+    t = end
+    if free.any() and waiting(rq, slots, end):
+        t = start_requests(mach, lay, tab, logs, times, slots, admit(rq, slots, free, end), end, with_prefill)
+    draft_fresh(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, np.maximum(t, eager_end))
+
+
+@njit(cache=True)
+def async_pool(d, capacity, complete, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, starts, stops):
+    """SADDLE-s / SADDLE: each request's next pool entry is ready when its drafting ends (at once for one
+    that keeps its eager tokens); the verifier takes every ready entry as soon as it is idle (``complete``
+    False: the paper's rule) or once every request's entry is ready. The next pass may enter once this
+    one has cleared the first pipeline stage."""
+    cur, left, ctx = slots[0], slots[2], slots[3]
+    n_slots = cur.size
+    pool = (np.zeros(n_slots), np.zeros(n_slots, np.int64), np.zeros(n_slots, np.int64))  # ready, offered, full
+    ready, offered = pool[0], pool[1]
+    draft_fresh(
+        d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, np.ones(n_slots, np.bool_), np.zeros(n_slots)
+    )
+    verifier_free = 0.0
+    while True:
+        if rq[3]:  # idle slots take what has arrived before the next pass
+            now = _refill(
+                d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, verifier_free
+            )
+            if now == NONE:
+                break
+            verifier_free = now
+        act = left > 0
+        if not act.any():
+            break
+        pending = -np.inf if complete else np.inf
+        for s in range(n_slots):
+            if act[s]:
+                pending = max(pending, ready[s]) if complete else min(pending, ready[s])
+        start = max(verifier_free, pending)
+        sel = act & (ready <= start)
+        want = np.zeros(n_slots, np.int64)
+        for s in range(n_slots):
+            want[s] = min(offered[s], d) if sel[s] else 0
+        lv = pool_admit(want, rq, slots, capacity, sel.sum())
+        pooled = 0
+        for s in range(n_slots):
+            pooled += lv[s] + 1 if sel[s] else 0
+        counts[8] = max(counts[8], pooled)
+        advance(mach, min(start, verifier_free))
+        n, total, q = 0, 0.0, 0
+        for s in range(n_slots):
+            if sel[s]:
+                n += 1
+                total += ctx[s]
+                q += lv[s] + 1
+        end = verify(mach, lay, tab, logs, counts, start, n, total / n, q / n)
+        verifier_free = mach[5][0]
+        _round(logs, end, n, 0)
+        _finish(
+            d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, sel, start, end, lv
+        )
+
+
+# -- one replica --------------------------------------------------------------------------------------
+@njit(cache=True)
+def _array(lst, dtype):
+    out = np.empty(len(lst), dtype)
+    for i in range(len(lst)):
+        out[i] = lst[i]
+    return out
+
+
+@njit(cache=True)
+def run_replica(mode, d, capacity, complete, with_prefill, record, tab, lay, n_machines, rq, n_slots, starts, stops):
+    """One replica's run. ``tab``: cost tables (draft, verify, decode, prefill as flat arrays; context step;
+    draft variants with FC on PIM; verify variants with attention on PIM); ``lay``: (stages, PIM machines,
+    machines per stage, replicated draft); ``rq``: the requests (prompt, output, arrival, open loop, runs,
+    flagged streams, continuing runs, draft lengths, adaptive, confidences, later confidences);
+    micro-batches are slots ``starts[i]..stops[i]``. Returns the logs as arrays, the counters and the
+    per-request times."""
+    n_req = rq[1].size
+    mach = (
+        np.zeros((n_machines, CAPACITY)),
+        np.zeros((n_machines, CAPACITY)),
+        np.zeros(n_machines, np.int64),
+        np.zeros(n_machines),
+        np.zeros(1, np.int64),
+        np.zeros(1),
+    )
+    logs = new_logs(record)
+    counts = np.zeros(9, np.int64)  # draft FC on PIM, draft passes, attention on PIM, verify passes, pool stats
+    times = (np.full(n_req, np.nan), np.full(n_req, np.nan), np.full(n_req, np.nan))  # admitted, first, done
+    if rq[3]:  # open loop: slots start empty; requests enter as they arrive
+        slots = (
+            np.full(n_slots, n_req, np.int64),
+            np.zeros(n_slots, np.int64),
+            np.zeros(n_slots, np.int64),
+            np.zeros(n_slots),
+            np.zeros(n_slots, np.int64),
+            np.zeros(n_slots, np.bool_),
+            np.zeros(1, np.int64),
+        )
+    else:
+        slots = (
+            np.arange(n_slots).astype(np.int64),
+            np.zeros(n_slots, np.int64),
+            rq[1][:n_slots].copy(),
+            rq[0][:n_slots].copy(),
+            np.zeros(n_slots, np.int64),
+            np.zeros(n_slots, np.bool_),
+            np.full(1, n_slots, np.int64),
+        )
+    if mode == AD or mode == SD:
+        micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, starts, stops)
+    elif mode == SEQ_POOL:
+        sequential_pool(d, capacity, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, starts, stops)
+    else:
+        async_pool(d, capacity, complete, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, starts, stops)
+    jobs, passes, events, rounds, iv = logs
+    i64, f64 = np.int64, np.float64
+    return (
+        (_array(jobs[0], i64), _array(jobs[1], f64), _array(jobs[2], f64)),
+        (
+            _array(passes[0], i64),
+            _array(passes[1], i64),
+            _array(passes[2], i64),
+            _array(passes[3], i64),
+            _array(passes[4], f64),
+            _array(passes[5], i64),
+            _array(passes[6], f64),
+        ),
+        (_array(events[0], f64), _array(events[1], f64), _array(events[2], i64)),
+        (_array(rounds[0], f64), _array(rounds[1], i64), _array(rounds[2], i64)),
+        (_array(iv[1], i64), _array(iv[2], f64), _array(iv[3], f64), _array(iv[4], i64)),
+        counts,
+        times,
+        mach[3],
+        slots[6][0],
+    )

@@ -1,0 +1,241 @@
+"""What a run gives: ``RunResult``, the measured window and the accounting of energy, device, operator-class
+and stage time over it, from the logs of the event loop (``adsl.sim.loop.run_replica``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import njit
+
+from adsl.sim import loop
+from adsl.sim.engine import SimError
+
+# stage -> the job kinds whose busy time it is (loop.KINDS)
+STAGES = {"draft": (loop.DRAFT, loop.EAGER), "verify": (loop.VERIFY, loop.DECODE), "prefill": (loop.PREFILL,)}
+POOL_STATS = ("eager", "migrated", "discarded", "wasted", "pool_max")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One run of a system over R replicas (arrays of shape (R,) unless said otherwise)."""
+
+    time_s: np.ndarray  # measured wall time (the steady-state window, or the whole static batch)
+    energy_j: np.ndarray
+    tokens: np.ndarray  # tokens emitted in the measured window
+    iterations: np.ndarray  # verification (or decode) passes in the window
+    busy_s: dict[str, np.ndarray]  # "gpu" / "pim" / "link" -> busy seconds per device in the window
+    class_s: dict[str, np.ndarray]  # operator class -> seconds (serial sum) in the window
+    stage_s: dict[str, np.ndarray]  # draft / verify / prefill busy time and their overlap, in the window
+    drafted: np.ndarray  # draft tokens in the window (eager included)
+    request_rounds: np.ndarray  # requests verified, summed over the passes in the window
+    window: dict[str, np.ndarray]  # start_s, end_s, completed, total_s, total_tokens
+    pool: dict[str, np.ndarray]  # eager drafted / migrated / discarded, pool_max, wasted
+    placement: dict[str, float] = field(default_factory=dict)  # share of passes with draft FC / target attn on PIM
+    # per replica, when asked for: {"segments": [(machine, start, end, kind)], "jobs": [(kind, start, end)]}
+    timelines: list | None = None
+    # open loop: per request (all replicas): replica, arrival, admitted, first_token, finished, out (tokens)
+    requests: dict[str, np.ndarray] | None = None
+
+    @property
+    def throughput_tok_s(self) -> np.ndarray:
+        return self.tokens / self.time_s
+
+    @property
+    def tokens_per_j(self) -> np.ndarray:
+        return self.tokens / self.energy_j
+
+
+@dataclass(frozen=True)
+class ReplicaLog:
+    """One replica's run as the loop logged it (named fields of ``loop.run_replica``'s arrays)."""
+
+    job_kind: np.ndarray  # loop.KINDS index per job
+    job_start: np.ndarray
+    job_end: np.ndarray
+    pass_job: np.ndarray  # per pass (a draft chain's steps are passes of one job)
+    pass_table: np.ndarray  # loop.TABLES index
+    pass_variant: np.ndarray
+    pass_n: np.ndarray
+    pass_ctx: np.ndarray
+    pass_q0: np.ndarray
+    pass_f: np.ndarray
+    event_t: np.ndarray  # token events: time, tokens emitted, requests completed
+    event_emitted: np.ndarray
+    event_completed: np.ndarray
+    round_t: np.ndarray  # rounds: time, requests verified, draft tokens
+    round_n: np.ndarray
+    round_drafted: np.ndarray
+    segments: tuple  # (machine, start, end, kind) arrays, when recorded
+    counts: np.ndarray  # draft FC on PIM, draft passes, attention on PIM, verify passes, POOL_STATS
+    t_admit: np.ndarray
+    t_first: np.ndarray
+    t_done: np.ndarray
+    out: np.ndarray  # output tokens per request
+    arrival: np.ndarray | None  # open loop: each request's arrival
+    slots: int
+
+    @classmethod
+    def of(cls, res, out, slots, arrival) -> ReplicaLog:
+        jobs, passes, ev, rd, iv, counts, times, _busy, _next = res
+        return cls(*jobs, *passes, *ev, *rd, iv, counts, *times, out, arrival, slots)
+
+
+def window(rep: ReplicaLog, serving) -> tuple[float, float]:
+    """[start, end) of the measured time: the whole run for a static batch; open loop from the warm-up-th
+    arrival to the last; else from the warm-up-th completion to the first time a slot finds the queue
+    empty."""
+    end_all = float(rep.job_end.max()) if rep.job_end.size else 0.0
+    if serving is None:
+        return 0.0, end_all
+    if rep.arrival is not None:
+        arr = rep.arrival
+        return float(arr[min(serving.warmup, arr.size - 1)]), float(arr[-1])
+    order = np.argsort(rep.event_t, kind="stable")
+    times, done = rep.event_t[order], np.cumsum(rep.event_completed[order])
+    if done.size == 0 or done[-1] < serving.warmup:
+        raise SimError("continuous batching: the run ended before its warm-up; raise requests_per_slot")
+    start = float(times[np.searchsorted(done, max(serving.warmup, 1))]) if serving.warmup else 0.0
+    # the queue runs dry when the N - slots + 1-th request completes: from then on a slot stays idle
+    dry = rep.out.size - rep.slots + 1
+    end = float(times[min(np.searchsorted(done, dry), times.size - 1)])
+    if end <= start:
+        raise SimError("continuous batching: empty steady-state window; raise simulation.batching.requests_per_slot")
+    return start, end
+
+
+@njit(cache=True)
+def union_length(starts, ends, lo, hi):
+    """Length of the union of intervals [starts, ends) clipped to [lo, hi] (in start order, summed in that
+    order)."""
+    by_end = np.argsort(ends, kind="mergesort")
+    order = by_end[np.argsort(starts[by_end], kind="mergesort")]  # by start, then end (stable sorts)
+    total, cur_s, cur_e, have = 0.0, 0.0, 0.0, False
+    for i in order:
+        s, e = max(starts[i], lo), min(ends[i], hi)
+        if e <= s:
+            continue
+        if not have or s > cur_e:
+            if have:
+                total += cur_e - cur_s
+            cur_s, cur_e, have = s, e, True
+        else:
+            cur_e = max(cur_e, e)
+    return total + (cur_e - cur_s if have else 0.0)
+
+
+def pass_groups(rep: ReplicaLog, lo: float, hi: float) -> list[tuple[tuple, tuple[np.ndarray, ...]]]:
+    """The passes with their job's share inside [lo, hi], grouped by (table, variant, q0) in the order each
+    group first appears: ((table, variant, q0), (n, ctx, f, share)), rows in the order they were booked."""
+    s, e = rep.job_start, rep.job_end
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(e <= s, 1.0, np.maximum(0.0, np.minimum(e, hi) - np.maximum(s, lo)) / (e - s))
+    w = share[rep.pass_job]
+    keep = (w > 0) & (rep.pass_n > 0)
+    key = (rep.pass_table * 1000 + rep.pass_variant) * 1000 + rep.pass_q0
+    key, idx = key[keep], np.flatnonzero(keep)
+    codes, first = np.unique(key, return_index=True)
+    out = []
+    for code in codes[np.argsort(first, kind="stable")]:
+        rows = idx[key == code]
+        table, variant, q0 = code // 1_000_000, code // 1000 % 1000, code % 1000
+        n, ctx = rep.pass_n[rows], rep.pass_ctx[rows]
+        out.append(((loop.TABLES[table], int(variant), int(q0)), (n, ctx, rep.pass_f[rows], w[rows])))
+    return out
+
+
+def run_result(setup, tables, reps: list[ReplicaLog], serving, timelines: bool) -> RunResult:
+    """The run's result over each replica's measured window."""
+    x = len(reps)
+    time_s, energy, tokens, iters, drafted, rounds = (np.zeros(x) for _ in range(6))
+    busy = {k: np.zeros(x) for k in ("gpu", "pim", "link")}
+    cls: dict[str, np.ndarray] = {}
+    stage = {k: np.zeros(x) for k in ("draft", "verify", "prefill", "overlap")}
+    win = {k: np.zeros(x) for k in ("start_s", "end_s", "completed", "total_s", "total_tokens")}
+    pool = {k: np.zeros(x) for k in POOL_STATS}
+    placement: dict[str, list] = {}
+    lookup = {"draft": tables.draft, "prefill": tables.prefill}
+    for r, rep in enumerate(reps):
+        lo, hi = window(rep, serving)
+        time_s[r] = hi - lo
+        win["start_s"][r], win["end_s"][r] = lo, hi
+        win["total_s"][r] = float(rep.job_end.max()) if rep.job_end.size else 0.0
+        win["total_tokens"][r] = float(rep.event_emitted.sum())
+        inside = (lo < rep.event_t) & (rep.event_t <= hi) if serving is not None else slice(None)
+        tokens[r] = float(rep.event_emitted[inside].sum())
+        win["completed"][r] = float(rep.event_completed[inside].sum())
+        in_rounds = (lo < rep.round_t) & (rep.round_t <= hi) if serving is not None else slice(None)
+        iters[r] = float((rep.round_n[in_rounds] > 0).sum())
+        rounds[r] = float(rep.round_n[in_rounds].sum())
+        drafted[r] = float(rep.round_drafted[in_rounds].sum())
+        # energy, device and class times of the passes, each counted by its share inside the window
+        for (table, variant, q0), (n_a, c_a, f_a, w_a) in pass_groups(rep, lo, hi):
+            if table == "verify":
+                parts = [(tables.verify[variant][q0 - 1], 1 - f_a)]
+                if (f_a > 0).any():
+                    parts.append((tables.verify[variant][min(q0, len(tables.verify[variant]) - 1)], f_a))
+            elif table == "decode":
+                parts = [(tables.decode, np.ones_like(f_a))]
+            else:
+                parts = [(lookup[table][variant], np.ones_like(f_a))]
+            for pt, wt in parts:
+                c = pt.table.lookup(n_a, c_a)
+                energy[r] += float((c.energy_j * wt * w_a).sum())
+                for k, v in c.busy_s.items():
+                    busy.setdefault(k, np.zeros(x))[r] += float((v * wt * w_a).sum())
+                for k, v in c.by_class_s.items():
+                    cls.setdefault(k, np.zeros(x))[r] += float((v * wt * w_a).sum())
+        for k, kinds in STAGES.items():
+            m = np.isin(rep.job_kind, kinds)
+            stage[k][r] = union_length(rep.job_start[m], rep.job_end[m], lo, hi)
+        stage["overlap"][r] = (
+            stage["draft"][r]
+            + stage["verify"][r]
+            + stage["prefill"][r]
+            - union_length(rep.job_start, rep.job_end, lo, hi)
+        )
+        for k, v in zip(POOL_STATS, rep.counts[4:], strict=True):
+            pool[k][r] = v
+        for k, (hits, total) in (("draft_fc_on_pim", rep.counts[0:2]), ("target_attention_on_pim", rep.counts[2:4])):
+            placement.setdefault(k, []).append(hits / total if total else np.nan)
+    if setup.static_power:
+        energy = energy + setup.system.static_power_w * time_s
+    return RunResult(
+        time_s=time_s,
+        energy_j=energy,
+        tokens=tokens,
+        iterations=iters,
+        busy_s=busy,
+        class_s=cls,
+        stage_s=stage,
+        drafted=drafted,
+        request_rounds=rounds,
+        window=win,
+        pool=pool,
+        placement={k: float(np.nanmean(v)) for k, v in placement.items() if np.isfinite(v).any()},
+        timelines=[_timeline(rep) for rep in reps] if timelines else None,
+        requests=_requests(reps) if reps and reps[0].arrival is not None else None,
+    )
+
+
+def _timeline(rep: ReplicaLog) -> dict:
+    m, s, e, k = rep.segments
+    return {
+        "segments": [(int(a), float(b), float(c), loop.KINDS[d]) for a, b, c, d in zip(m, s, e, k, strict=True)],
+        "jobs": [
+            (loop.KINDS[k], float(a), float(b))
+            for k, a, b in zip(rep.job_kind, rep.job_start, rep.job_end, strict=True)
+        ],
+    }
+
+
+def _requests(reps: list[ReplicaLog]) -> dict[str, np.ndarray]:
+    """Every request of every replica: when it arrived, took a slot, had its first token and finished."""
+    return {
+        "replica": np.concatenate([np.full(r.out.size, i) for i, r in enumerate(reps)]),
+        "arrival": np.concatenate([r.arrival for r in reps]),
+        "admitted": np.concatenate([r.t_admit for r in reps]),
+        "first_token": np.concatenate([r.t_first for r in reps]),
+        "finished": np.concatenate([r.t_done for r in reps]),
+        "out": np.concatenate([r.out for r in reps]).astype(float),
+    }

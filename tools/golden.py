@@ -1,0 +1,186 @@
+"""The simulator's golden set: what it gives today, kept so that a rewrite of the core is held to it.
+
+    python tools/golden.py record --results RUN/results   # from a workflow run (snakemake --cores 2,
+                                                          # then snakemake policies serving --cores 2)
+    python tools/golden.py check [--only bench]           # recompute and compare, field by field
+
+``tests/sim/golden/`` holds:
+- ``bench.parquet``: the 76 configuration points of ``benchmarks/bench_sim.py`` (synthetic acceptance
+  models, no workflow inputs), one ``run_point`` row each;
+- ``results/``: laid out as a run's ``results/``: the inputs of the simulation stage (the acceptance models
+  and tau, the policy zoo's gap table) and what it made from them: every experiment, every attribution
+  step, and the two tables that simulate themselves (timeline, serving).
+
+``check`` reruns all of it with the golden inputs and reports, per table, whether it is identical to the
+bit and else the largest relative difference per column (tests/sim/test_golden.py runs it, marked slow).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = ROOT / "tests" / "sim" / "golden"
+SIMULATING_TABLES = ("timeline", "serving")  # registry tables that run the simulator themselves
+INPUTS = ("acceptance/*/*.json", "acceptance/tau.csv", "simulation/policy_gaps.csv")
+OUTPUTS = ("experiments/*.parquet", "attribution/*.parquet", *(f"simulation/{t}.csv" for t in SIMULATING_TABLES))
+
+
+def _workspace():
+    from adsl.workspace import load_workspace
+
+    return load_workspace(ROOT / "config" / "config.yaml", base=ROOT)
+
+
+def bench_rows() -> pd.DataFrame:
+    """The 76 points of benchmarks/bench_sim.py, one run_point row each."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_sim import bench_points, synthetic_models
+
+    from adsl.sim.experiment import Point, run_point
+
+    ws = _workspace()
+    sim = ws.settings.simulation
+    models = synthetic_models(sim.categories)
+    taus = dict.fromkeys(sim.categories, 0.3)
+    rows = [run_point(ws, sim, Point(*p), models, taus) for p in bench_points()]
+    return pd.DataFrame(rows)
+
+
+@contextlib.contextmanager
+def _inside(folder: Path):
+    here = Path.cwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(here)
+
+
+def stage_tables(results: Path) -> dict[str, pd.DataFrame]:
+    """Every experiment, attribution step and simulating table, from the inputs under ``results``."""
+    from adsl import paths
+    from adsl.figures.registry import registry
+    from adsl.fitting.tau import read_taus
+    from adsl.sim.attribution import run_step
+    from adsl.sim.experiment import run_experiment
+
+    ws = _workspace()
+    sim = ws.settings.simulation
+    out = {}
+    with _inside(results.parent):  # the registry names inputs relative to a run's folder
+        taus = read_taus(paths.TAU)
+        models = {p: {c: paths.pair_model(p, c) for c in sim.categories} for p in ws.settings.acceptance.pairs}
+        for name in sim.experiments:
+            out[f"experiments/{name}.parquet"] = run_experiment(ws, name, models, taus)
+        for i in range(len(sim.attribution)):
+            out[f"attribution/step{i}.parquet"] = run_step(ws, i, models, taus)
+        reg = registry()
+        for name in SIMULATING_TABLES:
+            spec = reg.tables[name]
+            inputs = spec.inputs(ws.settings, lambda p: str(p if Path(p).exists() else ROOT / p))
+            out[f"simulation/{name}.csv"] = spec.function(ws, **inputs, **spec.options)
+    return out
+
+
+def _written(name: str, df: pd.DataFrame, folder: Path) -> Path:
+    """``df`` as the workflow writes it (Parquet, or CSV through adsl.io.write_csv)."""
+    from adsl.io import write_csv
+
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".parquet":
+        df.to_parquet(path, index=False)
+    else:
+        write_csv(df, path)
+    return path
+
+
+def record(results: Path) -> None:
+    if GOLDEN.exists():
+        shutil.rmtree(GOLDEN)
+    (GOLDEN / "results").mkdir(parents=True)
+    for pattern in (*INPUTS, *OUTPUTS):
+        for f in sorted(results.glob(pattern)):
+            dest = GOLDEN / "results" / f.relative_to(results)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(f, dest)
+    bench_rows().to_parquet(GOLDEN / "bench.parquet", index=False)
+    # the stage recomputed here must equal what the workflow wrote: else the golden set records a
+    # difference between the workflow and this tool, not the simulator
+    report = compare(stage_tables(GOLDEN / "results"), GOLDEN / "results")
+    if any(not same for same, _ in report.values()):
+        raise SystemExit(f"recomputed tables differ from the run's: {report}")
+    print(f"recorded {len(report)} tables and {len(pd.read_parquet(GOLDEN / 'bench.parquet'))} bench points")
+
+
+def _differences(new: pd.DataFrame, old: pd.DataFrame) -> str:
+    if list(new.columns) != list(old.columns) or len(new) != len(old):
+        return f"shape {new.shape} vs {old.shape}; columns {sorted(set(new.columns) ^ set(old.columns))}"
+    worst = []
+    for col in new.columns:
+        a, b = new[col], old[col]
+        if a.equals(b):
+            continue
+        if pd.api.types.is_numeric_dtype(a) and pd.api.types.is_numeric_dtype(b):
+            x, y = a.to_numpy(float), b.to_numpy(float)
+            both = np.isfinite(x) & np.isfinite(y)
+            nan_same = (np.isnan(x) == np.isnan(y)).all()
+            rel = np.max(np.abs(x[both] - y[both]) / np.maximum(np.abs(y[both]), 1e-300), initial=0.0)
+            worst.append(f"{col} {rel:.2e}" + ("" if nan_same else " (NaN pattern)"))
+        else:
+            worst.append(f"{col} (text)")
+    return ", ".join(worst)
+
+
+def compare(new: dict[str, pd.DataFrame], golden: Path) -> dict[str, tuple[bool, str]]:
+    """Per table: (identical to the bit as written, what differs)."""
+    report = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, df in new.items():
+            path = _written(name, df, Path(tmp))
+            old = golden / name
+            same = path.read_bytes() == old.read_bytes()
+            read = pd.read_parquet if path.suffix == ".parquet" else pd.read_csv
+            report[name] = (same, "" if same else _differences(read(path), read(old)))
+    return report
+
+
+def check(only: str | None = None) -> dict[str, tuple[bool, str]]:
+    report = {}
+    bench = bench_rows()
+    old = pd.read_parquet(GOLDEN / "bench.parquet")
+    same = bench.equals(old)
+    report["bench.parquet"] = (same, "" if same else _differences(bench, old))
+    if only != "bench":
+        report.update(compare(stage_tables(GOLDEN / "results"), GOLDEN / "results"))
+    for name, (same, diff) in report.items():
+        print(f"{'same' if same else 'DIFFERS':8s} {name} {diff}")
+    return report
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("record")
+    r.add_argument("--results", type=Path, required=True, help="a workflow run's results/ folder")
+    c = sub.add_parser("check")
+    c.add_argument("--only", choices=["bench"])
+    args = p.parse_args(argv)
+    if args.command == "record":
+        record(args.results.resolve())
+    else:
+        check(args.only)
+
+
+if __name__ == "__main__":
+    main()
