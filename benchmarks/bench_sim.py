@@ -1,35 +1,37 @@
-"""Simulator speed: the Fig. 3 sweeps plus 3 pairs x 4 batch sizes x 5 systems (with SADDLE) at 1024 tokens, and the
-vectorized engine against the scalar reference on the same workload, measured side by side.
+"""Simulator speed, measured side by side in one run: the compiled event loop against the same loop run
+uncompiled (``NUMBA_DISABLE_JIT=1``: the scalar reference), numba's compile time cold and cached, and
+the 76 configuration points of the Fig. 3 sweeps plus 3 pairs x 5 systems x batch 16-128.
 
 Acceptance streams come from a fixed synthetic acceptance model here (speed does not depend on the
 fitted values), so the benchmark runs without the committed profile.
 
-    python benchmarks/bench_sim.py
-Goals: the vectorized engine >= 50x its scalar reference with continuous batching; < 0.2 s per AD / SD
-configuration point at batch 128 (the configured batching: continuous, requests_per_slot x batch requests
-per point); the event-driven core < 0.5 s per point at batch 128, and its time beside its scalar reference
-(adsl.sim.reference.simulate_micro_batches) on one micro-batched workload.
+    python benchmarks/bench_sim.py [--quick]
+
+Goals (issue 24): <= 0.05 s per point at batch 128 (OPT-66B; AD and SD on the motivation pipeline,
+PIM-SD, SADDLE; 4 replicas of 4 x batch requests), compiled >= 50x uncompiled, cold compile <= 20 s,
+cached <= 1 s.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from adsl.fitting.distributions import fit_confidence
-from adsl.fitting.entropy import fit_entropy
-from adsl.sim.experiment import Point, request_streams, run_point
-from adsl.sim.reference import simulate_one
-from adsl.sim.systems import Context, build
-from adsl.workspace import load_workspace
-
 ROOT = Path(__file__).resolve().parents[1]
+AT_128 = ("AD", "SD", "PIM-SD", "SADDLE")
 
 
 def synthetic_models(categories):
+    from adsl.fitting.distributions import fit_confidence
+    from adsl.fitting.entropy import fit_entropy
+
     rng = np.random.default_rng(0)
     conf = fit_confidence(np.concatenate([rng.beta(8, 1, 3000), rng.beta(2, 2, 1000)]))
     c = np.linspace(0.01, 0.99, 2000)
@@ -51,151 +53,107 @@ def bench_points() -> list[tuple]:
     return points
 
 
-def booking_floor(ws, sim, models, taus, whole: dict[str, float]) -> None:
-    """Per event-core point at batch 128: the passes it books on the machines, and what booking them
-    alone costs in CPython (``Machines.run`` + ``advance`` on a pass of the same segment count): a floor
-    for any per-event core that keeps first-fit booking in Python, beside the whole point's time
-    (``whole``: system -> seconds, as measured by the sweep)."""
-    import timeit
+def _context():
+    from adsl.workspace import load_workspace
 
-    from adsl.sim import resources
-
-    plain = resources.Machines.run
-    for system in ("AD", "SD", "PIM-SD", "SADDLE"):
-        calls = []
-
-        def counted(self, release, segments, kind, _calls=calls):
-            _calls.append((self.layout, len(segments)))
-            return plain(self, release, segments, kind)
-
-        point = Point("OPT-66B", system, 128, 8, 1024, "warn")
-        resources.Machines.run = counted
-        try:
-            run_point(ws, sim, point, models, taus)
-        finally:
-            resources.Machines.run = plain
-        layout, segs = calls[-1][0], sum(c[1] for c in calls) / len(calls)
-        machines, clock = resources.Machines(layout), [0.0]
-        segments = layout.segments(0.01, 0.004)[: max(1, round(segs))]
-
-        def book(m=machines, seg=segments, clock=clock):
-            clock[0] = m.run(clock[0], seg, "")[1] - 0.004
-            m.advance(clock[0])
-
-        per = min(timeit.repeat(book, number=5000, repeat=3)) / 5000
-        print(
-            f"  {system:7s} {len(calls):6d} passes booked ({segs:.1f} segments each): booking alone "
-            f"{len(calls) * per:.2f} s ({per * 1e6:.1f} us a pass) of {whole[system]:.2f} s for the point"
-        )
-
-
-def main() -> None:
     ws = load_workspace(ROOT / "config" / "config.yaml", base=ROOT)
     sim = ws.settings.simulation
-    models = synthetic_models(sim.categories)
-    points = bench_points()
-    taus = dict.fromkeys(sim.categories, 0.3)  # speed does not depend on the calibrated tau
-    t0 = time.perf_counter()
-    tokens, at_128 = 0, {}
-    for p, s, b, d, seq, mem in points:
-        t1 = time.perf_counter()
-        row = run_point(ws, sim, Point(p, s, b, d, seq, mem), models, taus)
-        if b == 128:
-            at_128.setdefault(s, {})[p] = time.perf_counter() - t1
-        tokens += row["tokens"] * sim.replicas
-    wall = time.perf_counter() - t0
-    print(f"{len(points)} configuration points ({sim.replicas} replicas each): {wall:.1f} s wall")
-    print(f"simulated generated tokens per second of wall time: {tokens / wall:,.0f}")
-    # one micro-batch (the DGX, PIM-AD where splitting does not pay): the vectorized engine; several
-    # (the pipelined motivation system, per-micro-batch verification, SADDLE's pools): the event loop
-    vectorized = [t for s, ts in at_128.items() for t in ts.values() if s in ("GPU-AD", "GPU-SD", "PIM-AD")]
-    events = {s: max(ts.values()) for s, ts in at_128.items() if s in ("AD", "SD", "PIM-SD", "SADDLE")}
-    print(
-        f"per GPU-AD / GPU-SD / PIM-AD point at batch 128 (one micro-batch: the vectorized engine): "
-        f"max {max(vectorized):.3f} s "
-        f"(goal < 0.2 s: {'met' if max(vectorized) < 0.2 else 'MISSED'})"
-    )
-    print(
-        "per point at batch 128 on the event-driven core: "
-        + ", ".join(f"{s} max {t:.2f} s" for s, t in events.items())
-        + f" (goal < 0.5 s: {'met' if max(events.values()) < 0.5 else 'MISSED'})"
-    )
+    return ws, sim, synthetic_models(sim.categories), dict.fromkeys(sim.categories, 0.3)
 
-    print("event core at batch 128, OPT-66B, the work a per-event core cannot avoid:")
-    booking_floor(ws, sim, models, taus, {s: at_128[s]["OPT-66B"] for s in events})
 
-    # the policy zoo (figure policies): every policy on both system styles at batch 16 and 128, OPT-66B
-    zoo = sim.experiments["policies"].policies
-    times = {}
-    for system in ("GPU-SD", "SADDLE"):
-        for b in (16, 128):
-            for policy in zoo:
-                t1 = time.perf_counter()
-                run_point(ws, sim, Point("OPT-66B", system, b, 8, 1024, "warn", policy), models, taus)
-                times[(system, b, policy)] = time.perf_counter() - t1
-    print("policy sweep, time per configuration point (s), GPU-SD / SADDLE at batch 16 | 128:")
-    for policy in zoo:
-        cells = " | ".join(f"{times['GPU-SD', b, policy]:.2f} / {times['SADDLE', b, policy]:.2f}" for b in (16, 128))
-        print(f"  {policy:16s} {cells}")
-    print(f"  mean {np.mean(list(times.values())):.2f} s, max {max(times.values()):.2f} s per point")
+def time_points(systems, replicas: int | None = None) -> dict[str, float]:
+    """Seconds of ``simulate_point`` (the simulator alone: its inputs are drawn beforehand) per system at
+    batch 128, OPT-66B; the best of two runs."""
+    import dataclasses
 
-    # the event core against its scalar reference: PIM-SD-style (2 micro-batches, each drafting d = 8 and
-    # verifying on its own), batch 128, continuous batching, one replica, 1024 tokens
-    from adsl.sim.core import simulate_core
-    from adsl.sim.reference import simulate_micro_batches
+    from adsl.sim.experiment import Point, point_inputs, simulate_point
 
-    pair = ws.models.pair("OPT-66B")
-    batching = dataclasses.replace(sim.batching, mode="continuous")
-    n, serving = batching.requests(128), batching.serving(128)
-    setup = build("PIM-SD", Context(ws.hardware, pair, 128, 1024, 8, sim.systems, draft_placement="best"))
-    out = np.full((1, n), 1024 - 128)
-    _, _, acc = request_streams(models, sim.categories, 1, n, 1024 + 65, 0)
-    prompts = np.full((1, n), 128.0)
-    t1 = time.perf_counter()
-    ev = simulate_core(setup, pair, prompts, out, acc, serving=serving)
-    t_ev = time.perf_counter() - t1
-    t1 = time.perf_counter()
-    ref = simulate_micro_batches(setup, pair, list(prompts[0]), list(out[0]), acc[0], serving=serving, groups=2)
-    t_ref = time.perf_counter() - t1
-    print(
-        f"event core {t_ev * 1e3:.0f} ms vs its scalar reference {t_ref * 1e3:.0f} ms on one PIM-SD workload "
-        f"({n} requests through 128 slots, 2 micro-batches): {t_ref / t_ev:.1f}x; "
-        f"same tokens: {int(ev.window['total_tokens'][0]) == ref['tokens']}"
-    )
-
-    # same workload, vectorized vs scalar reference: SD d = 8, batch 128 with continuous batching
-    # (the configured requests per slot and warm-up), 4 replicas, 1024 tokens
-    pair = ws.models.pair("OPT-66B")
-    setup = build("SD", Context(ws.hardware, pair, 128, 1024, 8, sim.systems))
-    batching = dataclasses.replace(sim.batching, mode="continuous")
-    x, b, prompt = 4, 128, 128
-    n = batching.requests(b)
-    serving = batching.serving(b)
-    out = np.full((x, n), 1024 - prompt)
-    _, _, acc = request_streams(models, sim.categories, x, n, 1024 + 65, 0)
-    from adsl.sim.engine import simulate
-
-    def best_of(fn, k=3):  # both engines timed the same way, best of k runs
+    ws, sim, models, taus = _context()
+    if replicas is not None:
+        sim = dataclasses.replace(sim, replicas=replicas)
+    out = {}
+    for system in systems:
+        inputs = point_inputs(ws, sim, Point("OPT-66B", system, 128, 8, 1024, "warn"), models, taus)
         times = []
-        for _ in range(k):
-            t1 = time.perf_counter()
-            result = fn()
-            times.append(time.perf_counter() - t1)
-        return result, min(times)
+        for _ in range(2):
+            t0 = time.perf_counter()
+            simulate_point(inputs)
+            times.append(time.perf_counter() - t0)
+        out[system] = min(times)
+    return out
 
-    vec, t_vec = best_of(lambda: simulate(setup, pair, np.full((x, n), float(prompt)), out, acc, serving=serving))
-    ref, t_ref = best_of(
-        lambda: [
-            simulate_one(setup, pair, [float(prompt)] * n, list(out[i]), acc[i], serving=serving) for i in range(x)
-        ]
+
+def _child(code: str, env: dict) -> dict:
+    """Run ``code`` in a fresh interpreter (numba's JIT and cache are per process); it prints JSON."""
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **env}, cwd=ROOT
     )
-    same = all(abs(ref[i]["time_s"] / vec["time_s"][i] - 1) < 1e-9 for i in range(x))
+    if res.returncode:
+        raise SystemExit(f"benchmark child failed:\n{res.stderr[-3000:]}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+FIRST_RUN = """
+import json, time
+t0 = time.perf_counter()
+import sys; sys.path.insert(0, "benchmarks")
+from bench_sim import time_points
+t = time_points(["AD", "SD", "SADDLE-p", "SADDLE"], replicas=1)
+print(json.dumps({"first_run_s": time.perf_counter() - t0}))
+"""
+
+
+def compile_times() -> tuple[float, float, float]:
+    """(cold, cached, already compiled): a first run of every loop mode in a fresh process, with an empty
+    numba cache, then with the cache it left, then the same run again in that process (what is left is
+    the simulation itself)."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = {"NUMBA_CACHE_DIR": cache}
+        cold = _child(FIRST_RUN, env)["first_run_s"]
+        cached = _child(FIRST_RUN, env)["first_run_s"]
+    t0 = time.perf_counter()
+    time_points(["AD", "SD", "SADDLE-p", "SADDLE"], replicas=1)
+    warm = time.perf_counter() - t0
+    return cold, cached, warm
+
+
+def sweep() -> tuple[float, int]:
+    """The 76 points through ``run_point`` (inputs included): seconds and points."""
+    from adsl.sim.experiment import Point, run_point
+
+    ws, sim, models, taus = _context()
+    t0 = time.perf_counter()
+    for p in bench_points():
+        run_point(ws, sim, Point(*p), models, taus)
+    return time.perf_counter() - t0, len(bench_points())
+
+
+def main(quick: bool = False) -> None:
+    compiled = time_points(AT_128)  # compiles (or loads the cache) first: the first run is not timed
+    reps = 1  # the uncompiled loop is slow: one replica each, against the compiled loop's one replica
+    compiled_1 = time_points(AT_128, replicas=reps)
+    code = "import json, sys; sys.path.insert(0, 'benchmarks'); from bench_sim import time_points; "
+    code += f"print(json.dumps(time_points({list(AT_128)!r}, replicas={reps})))"
+    plain = _child(code, {"NUMBA_DISABLE_JIT": "1"})
+    print(f"per point at batch 128, OPT-66B, {len(AT_128)} systems (simulator alone, inputs drawn beforehand):")
+    print(f"  {'system':8s} {'compiled, 4 replicas':>21s} {'1 replica':>10s} {'uncompiled, 1':>14s} {'ratio':>7s}")
+    for s in AT_128:
+        print(f"  {s:8s} {compiled[s]:20.3f}s {compiled_1[s]:9.3f}s {plain[s]:13.2f}s {plain[s] / compiled_1[s]:6.0f}x")
+    worst = max(compiled.values())
     print(
-        f"continuous batching, {n} requests through {b} slots, best of 3: vectorized engine {t_vec * 1e3:.0f} ms "
-        f"vs scalar reference {t_ref * 1e3:.0f} ms on the same workload: {t_ref / t_vec:.0f}x "
-        f"(goal >= 50x: {'met' if t_ref / t_vec >= 50 else 'MISSED'}); identical times: {same}"
+        f"  worst {worst:.3f} s a point (goal <= 0.05 s: {'met' if worst <= 0.05 else 'MISSED'}); compiled vs "
+        f"uncompiled {min(plain[s] / compiled_1[s] for s in AT_128):.0f}x at least (goal >= 50x)"
     )
+    cold, cached, warm = compile_times()
+    print(
+        f"first run of every loop mode in a fresh process: {cold:.1f} s with an empty numba cache, {cached:.1f} s "
+        f"with the cache, {warm:.1f} s compiled already: compile {cold - warm:.1f} s cold (goal <= 20 s), "
+        f"{cached - warm:.1f} s cached (goal <= 1 s)"
+    )
+    if not quick:
+        wall, n = sweep()
+        print(f"{n} configuration points (run_point: inputs, simulation, row), 4 replicas each: {wall:.1f} s")
 
 
 if __name__ == "__main__":
-    main()
+    main(quick="--quick" in sys.argv)

@@ -1,6 +1,6 @@
 """The simulator's golden set: what it gives today, kept so that a rewrite of the core is held to it.
 
-    python tools/golden.py record --results RUN/results   # from a workflow run (snakemake --cores 2,
+    python tools/golden.py record --results RUN/results   # the inputs of a workflow run (snakemake --cores 2,
                                                           # then snakemake policies serving --cores 2)
     python tools/golden.py check [--only bench]           # recompute and compare, field by field
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shutil
 import sys
@@ -35,10 +36,21 @@ INPUTS = ("acceptance/*/*.json", "acceptance/tau.csv", "simulation/policy_gaps.c
 OUTPUTS = ("experiments/*.parquet", "attribution/*.parquet", *(f"simulation/{t}.csv" for t in SIMULATING_TABLES))
 
 
+def machine() -> dict:
+    from adsl.provenance import machine as this_machine
+
+    return this_machine()
+
+
 def _workspace():
+    """The shipped configuration, its catalogues named by absolute paths (the stage runs inside the golden
+    folder)."""
+    from adsl.config import read_yaml
     from adsl.workspace import load_workspace
 
-    return load_workspace(ROOT / "config" / "config.yaml", base=ROOT)
+    cfg = read_yaml(ROOT / "config" / "config.yaml")
+    cfg["catalogues"] = {k: str(ROOT / v) for k, v in cfg["catalogues"].items()}
+    return load_workspace(cfg, base=ROOT)
 
 
 def bench_rows() -> pd.DataFrame:
@@ -106,28 +118,38 @@ def _written(name: str, df: pd.DataFrame, folder: Path) -> Path:
 
 
 def record(results: Path) -> None:
+    """The golden set from a run's inputs (``results``: its acceptance models, tau and the policy zoo's gap
+    table) and what this checkout's simulator makes of them; how it differs from the run's own tables is
+    printed (the run may have been made by another version)."""
     if GOLDEN.exists():
         shutil.rmtree(GOLDEN)
     (GOLDEN / "results").mkdir(parents=True)
-    for pattern in (*INPUTS, *OUTPUTS):
+    for pattern in INPUTS:
         for f in sorted(results.glob(pattern)):
             dest = GOLDEN / "results" / f.relative_to(results)
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(f, dest)
+    tables = stage_tables(GOLDEN / "results")
+    for name, df in tables.items():
+        _written(name, df, GOLDEN / "results")
     bench_rows().to_parquet(GOLDEN / "bench.parquet", index=False)
-    # the stage recomputed here must equal what the workflow wrote: else the golden set records a
-    # difference between the workflow and this tool, not the simulator
-    report = compare(stage_tables(GOLDEN / "results"), GOLDEN / "results")
-    if any(not same for same, _ in report.values()):
-        raise SystemExit(f"recomputed tables differ from the run's: {report}")
-    print(f"recorded {len(report)} tables and {len(pd.read_parquet(GOLDEN / 'bench.parquet'))} bench points")
+    (GOLDEN / "machine.json").write_text(json.dumps(machine(), indent=1, sort_keys=True) + "\n")
+    for name in tables:
+        if (results / name).is_file():
+            same = (results / name).read_bytes() == (GOLDEN / "results" / name).read_bytes()
+            read = pd.read_parquet if name.endswith(".parquet") else pd.read_csv
+            diff = "" if same else _differences(read(GOLDEN / "results" / name), read(results / name))
+            print(f"{'same' if same else 'differs':8s} from the run's: {name} {diff}")
+    print(f"recorded {len(tables)} tables and {len(pd.read_parquet(GOLDEN / 'bench.parquet'))} bench points")
 
 
 def _differences(new: pd.DataFrame, old: pd.DataFrame) -> str:
-    if list(new.columns) != list(old.columns) or len(new) != len(old):
-        return f"shape {new.shape} vs {old.shape}; columns {sorted(set(new.columns) ^ set(old.columns))}"
-    worst = []
-    for col in new.columns:
+    """Columns gained or lost, and the largest relative change of each column both have."""
+    if len(new) != len(old):
+        return f"{len(new)} rows vs {len(old)}"
+    worst = [f"lost {c}" for c in old.columns if c not in new.columns]
+    worst += [f"gained {c}" for c in new.columns if c not in old.columns]
+    for col in [c for c in new.columns if c in old.columns]:
         a, b = new[col], old[col]
         if a.equals(b):
             continue
@@ -156,6 +178,7 @@ def compare(new: dict[str, pd.DataFrame], golden: Path) -> dict[str, tuple[bool,
 
 
 def check(only: str | None = None) -> dict[str, tuple[bool, str]]:
+    """Recompute and compare; per table (identical to the bit, what differs)."""
     report = {}
     bench = bench_rows()
     old = pd.read_parquet(GOLDEN / "bench.parquet")

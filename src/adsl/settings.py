@@ -253,7 +253,6 @@ class SimulationSettings:
     draft_length: int
     categories: tuple[str, ...]
     batching: Batching
-    core: str  # event | rounds
     pool_trigger: str  # complete | idle
     draft_placement: str
     draft_split: str
@@ -285,7 +284,6 @@ class SimulationSettings:
             draft_length=sim["draft_length"],
             categories=tuple(sim["categories"]),
             batching=Batching(**sim["batching"]),
-            core=sim["core"],
             pool_trigger=sim["pool_trigger"],
             draft_placement=sim["draft_placement"],
             draft_split=sim["draft_split"],

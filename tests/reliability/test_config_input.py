@@ -6,8 +6,8 @@ import pytest
 
 from adsl.config import load_config, read_yaml
 from adsl.errors import AdslError, ConfigError
-from adsl.sim.engine import SimError
 from adsl.sim.experiment import check_experiments
+from adsl.sim.setup import SimError
 from adsl.workspace import load_workspace
 
 ROOT = Path(__file__).resolve().parents[2]

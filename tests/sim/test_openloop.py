@@ -7,8 +7,8 @@ import pytest
 from adsl.settings import LengthDist
 from adsl.sim.batching import Continuous
 from adsl.sim.core import simulate_core
-from adsl.sim.engine import SimError
 from adsl.sim.openloop import RequestMix, best_policies, poisson_arrivals, summarize
+from adsl.sim.setup import SimError
 from adsl.sim.systems import Context, build
 
 

@@ -3,8 +3,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from adsl.sim.engine import Setup, simulate
+from adsl.sim.core import simulate_core
 from adsl.sim.scheduler import family_intensity, intensity_threshold, roofline_threshold
+from adsl.sim.setup import Setup
 from adsl.sim.timing import Schedule, batch_pass
 
 TEN = Schedule(micro_batches=10)
@@ -43,7 +44,7 @@ def test_dynamic_placement_beats_every_static_placement(models, hw):
     base = Setup("x", s, "sd", 8, {"fc": "gpu", "attention": "pim"}, {"fc": "gpu", "attention": "pim"}, TEN)
     out, prompt = np.full((2, 16), 200), np.full((2, 16), 512.0)
     times = [
-        simulate(
+        simulate_core(
             dataclasses.replace(
                 base, target_mapping={"fc": "gpu", "attention": a}, draft_mapping={"fc": f, "attention": "pim"}
             ),
@@ -51,15 +52,15 @@ def test_dynamic_placement_beats_every_static_placement(models, hw):
             prompt,
             out,
             acc,
-        )["time_s"]
+        ).time_s
         for a in ("gpu", "pim")
         for f in ("gpu", "pim")
     ]
-    dyn = simulate(dataclasses.replace(base, dynamic=True), pair, prompt, out, acc)
+    dyn = simulate_core(dataclasses.replace(base, dynamic=True), pair, prompt, out, acc)
     # each pass takes the faster placement, so the run beats every static placement
-    assert (dyn["time_s"] <= np.min(times, axis=0) * (1 + 1e-9)).all()
-    assert 0.0 <= dyn["placement"]["target_attention_on_pim"] <= 1.0
-    assert dyn["tokens"].tolist() == [3200, 3200]
+    assert (dyn.time_s <= np.min(times, axis=0) * (1 + 1e-9)).all()
+    assert 0.0 <= dyn.placement["target_attention_on_pim"] <= 1.0
+    assert dyn.tokens.tolist() == [3200, 3200]
 
 
 @pytest.mark.parametrize(("model", "family"), [("OPT-1.3B", "fc"), ("OPT-6.7B", "fc"), ("OPT-66B", "attention")])

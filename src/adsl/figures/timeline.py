@@ -13,7 +13,7 @@ from adsl.fitting.modelfile import read_model
 from adsl.fitting.tau import read_taus
 from adsl.paths import models_by_pair
 from adsl.sim.experiment import Point, point_inputs, simulate_point
-from adsl.sim.resources import Layout
+from adsl.sim.tables import Layout
 from adsl.workspace import Workspace
 
 LABELS = {"draft": "drafting", "eager": "eager drafting", "verify": "verification", "prefill": "prefill"}
@@ -30,7 +30,7 @@ def timeline_table(ws: Workspace, models: list[str], tau: str) -> pd.DataFrame:
     for system in cfg.systems:
         point = Point(cfg.pair, system, cfg.batch, sim.draft_length, sim.seq_len(cfg.pair), "warn")
         p = point_inputs(ws, sim, point, accept, taus)
-        res = simulate_point(p, "event", timelines=True)
+        res = simulate_point(p, timelines=True)
         names = Layout.of(p.setup.system).machines
         spans = sorted(res.timelines[0]["segments"], key=lambda z: z[1])
         verify = sorted(s for k, s, _ in res.timelines[0]["jobs"] if k == "verify" and s >= res.window["start_s"][0])

@@ -4,21 +4,18 @@ Static (the paper's per-batch-size evaluation as we first modelled it): ``slots`
 together and the batch decodes until the last one finishes; nothing refills a finished slot.
 
 Continuous (Orca, OSDI'22; vLLM, SOSP'23): every slot holds a request while requests wait; a request
-that finishes frees its slot and the next queued request takes it at the next iteration (its prompt is
+that finishes frees its slot and the next queued request takes it when its round ends (its prompt is
 prefilled then, when ``prefill`` is on). Throughput is measured over a steady-state window: from the
-iteration after ``warmup`` completions (the first wave starts in lock-step) to the last iteration with
-every slot busy (after it the queue is empty and the batch drains). The window is reported with every
-result so a reader can see what it covered.
+``warmup``-th completion (the first wave starts in lock-step) to the completion after which a freed slot
+finds the queue empty (then the batch drains; ``adsl.sim.result.window``). The window is reported with
+every result so a reader can see what it covered.
 
-``SlotLoop`` is the loop state one engine call keeps (arrays of shape (replicas, slots)); engines own
-what they do per iteration and call ``step`` to emit tokens, retire finished requests and admit new ones.
+The event loop (``adsl.sim.loop``) keeps the slots; this module holds the settings.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import numpy as np
 
 MODES = ("static", "continuous")
 
@@ -62,90 +59,3 @@ class Continuous:
     slots: int
     warmup: int
     prefill: bool = True
-
-
-class SlotLoop:
-    """Slots of one engine run. ``prompt`` and ``out`` are (X, N) per request; the first ``slots``
-    requests start at once, the rest queue in order. ``cur`` (X, S) is the request a slot holds (N: none),
-    ``req`` the same clipped so an idle slot indexes a valid (ignored) request, ``left`` its tokens still
-    to emit (0 when idle), ``pos`` its position in its request's streams."""
-
-    def __init__(self, prompt: np.ndarray, out: np.ndarray, slots: int):
-        x, n = out.shape
-        self.n = n
-        self.prompt_req, self.out_req = prompt, out
-        self.cur = np.broadcast_to(np.arange(slots), (x, slots)).copy()
-        self.req = self.cur.copy()
-        self.next_id = np.full(x, slots, dtype=np.int64)
-        self.out = out[:, :slots].copy()
-        self.left = self.out.copy()
-        self.ctx = prompt[:, :slots].copy()
-        self.pos = np.zeros((x, slots), dtype=np.int64)
-        self.active = self.left > 0
-        self.n_active = self.active.sum(axis=1)
-        self._none = np.zeros((x, slots), dtype=bool)
-        self._zero = np.zeros(x, dtype=np.int64)
-        self.log = {"n": [], "emitted": [], "done": [], "admitted": []}
-
-    @property
-    def gen(self) -> np.ndarray:
-        """Tokens each slot's request has emitted."""
-        return self.out - self.left
-
-    def step(self, emitted: np.ndarray, advance, where: np.ndarray) -> np.ndarray:
-        """Slots in ``where`` emit ``emitted`` tokens (at most ``left``) and move ``advance`` stream
-        positions; finished requests leave and queued ones take their slots. Returns the slots that
-        admitted a request."""
-        self.log["n"].append(self.n_active)
-        self.log["emitted"].append(emitted.sum(axis=1))
-        self.left -= emitted
-        self.ctx += emitted
-        np.add(self.pos, advance, out=self.pos, where=where)
-        done = self.active & (self.left == 0)
-        completed = done.sum(axis=1)
-        self.log["done"].append(completed)
-        admitted, n_admitted = self._none, self._zero
-        if completed.any():
-            if self.next_id.min() < self.n:
-                new = self.next_id[:, None] + np.cumsum(done, axis=1) - 1
-                admitted = done & (new < self.n)
-                n_admitted = admitted.sum(axis=1)
-                self.cur[done] = self.n
-                ii, jj = np.nonzero(admitted)
-                ids = new[ii, jj]
-                self.cur[ii, jj] = self.req[ii, jj] = ids
-                self.next_id = np.minimum(self.next_id + completed, self.n)
-                self.pos[ii, jj] = 0
-                self.ctx[ii, jj] = self.prompt_req[ii, ids]
-                self.out[ii, jj] = self.left[ii, jj] = self.out_req[ii, ids]
-            self.active = self.left > 0
-            self.n_active = self.active.sum(axis=1)
-        self.log["admitted"].append(n_admitted)
-        return admitted
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        """The per-iteration log as (iterations, X) arrays."""
-        return {k: np.array(v) for k, v in self.log.items()}
-
-
-def steady_window(log: dict[str, np.ndarray], serving: Continuous | None) -> np.ndarray | None:
-    """(iterations, X) mask of the measured iterations; None for a static batch (all of them)."""
-    if serving is None:
-        return None
-    before = np.cumsum(log["done"], axis=0) - log["done"]  # completions before each iteration
-    window = (before >= serving.warmup) & (log["n"] == serving.slots)
-    if not window.any(axis=0).all():
-        raise ValueError(
-            f"continuous batching: no iteration with all {serving.slots} slots busy after {serving.warmup} "
-            "completions; raise simulation.batching.requests_per_slot"
-        )
-    return window
-
-
-def window_sum(per_iteration: np.ndarray, window: np.ndarray | None, axes: tuple[int, ...] = (0,)) -> np.ndarray:
-    """Sum over iterations (and the other ``axes``), over the window only when there is one. Without a
-    window the reduction is exactly the static engines' (same axes, same order)."""
-    if window is None:
-        return per_iteration.sum(axis=axes)
-    inner = per_iteration.sum(axis=axes[1:]) if len(axes) > 1 else per_iteration
-    return (inner * window).sum(axis=0)

@@ -22,10 +22,10 @@ from adsl.perf.models import Pair
 from adsl.progress import progress
 from adsl.settings import ExperimentSpec, SimulationSettings
 from adsl.sim.batching import Continuous
-from adsl.sim.core import RunResult, from_engine, simulate_core
-from adsl.sim.engine import Setup, SimError, check_memory, memory_need, simulate
+from adsl.sim.core import simulate_core
 from adsl.sim.policies import LEARNED, POLICIES, PolicyCosts, PolicyInputs, fit_threshold, predicted, schedule_length
-from adsl.sim.pools import simulate_pooled
+from adsl.sim.result import RunResult
+from adsl.sim.setup import Setup, SimError, check_memory, memory_need
 from adsl.sim.systems import SYSTEMS, Context, build
 from adsl.sim.timing import batch_pass
 
@@ -243,31 +243,26 @@ def learned_thresholds(policy, inputs: PolicyInputs, models, sim: SimulationSett
     return out
 
 
-def simulate_point(p: PointInputs, core: str = "event", timelines: bool = False) -> RunResult:
-    """Run a point on the event-driven core or on the round-based engines (the previous model)."""
-    if core == "event":
-        return simulate_core(
-            p.setup,
-            p.pair,
-            p.prompts,
-            p.out,
-            p.accept,
-            p.lengths,
-            p.confidence,
-            p.confidence_later,
-            p.serving,
-            timelines,
-        )
-    if p.setup.pool_tokens:
-        args = (p.accept, p.confidence, p.lengths, p.serving, p.confidence_later)
-        return from_engine(simulate_pooled(p.setup, p.pair, p.prompts, p.out, *args))
-    return from_engine(simulate(p.setup, p.pair, p.prompts, p.out, p.accept, p.lengths, p.serving))
+def simulate_point(p: PointInputs, timelines: bool = False) -> RunResult:
+    """Run a point on the event loop."""
+    return simulate_core(
+        p.setup,
+        p.pair,
+        p.prompts,
+        p.out,
+        p.accept,
+        p.lengths,
+        p.confidence,
+        p.confidence_later,
+        p.serving,
+        timelines,
+    )
 
 
 def run_point(ws, sim: SimulationSettings, point: Point, models: dict, taus: dict[str, float] | None = None) -> dict:
     """One configuration point simulated under ``sim``, as a table row."""
     p = point_inputs(ws, sim, point, models, taus)
-    return point_row(p, simulate_point(p, sim.core), point.pair, point.system, point.draft_length)
+    return point_row(p, simulate_point(p), point.pair, point.system, point.draft_length)
 
 
 def point_row(p: PointInputs, res: RunResult, pair_name: str, system_name: str, d: int) -> dict:

@@ -787,22 +787,22 @@ def _finish(d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, poo
     emitted = np.zeros(n_slots, np.int64)
     adv = np.zeros(n_slots, np.int64)
     for s in range(n_slots):
+        if not sel[s]:  # only verified slots accept, keep or lose tokens
+            continue
         r = min(cur[s], last)
         run = rq[6][r, pos[s]] if rq[5] and cont[s] else rq[4][r, pos[s]]
         acc = min(run, lv[s])
         rest = offered[s] + extra[s] - lv[s]
         bonus = acc == lv[s] and run > lv[s] and rest > 0
-        keep = bonus and rest > 1 and sel[s]
-        lost = sel[s] and not keep
+        keep = bonus and rest > 1
         counts[4] += extra[s]
         counts[5] += rest - 1 if keep else 0
-        counts[6] += extra[s] if lost else 0
-        counts[7] += offered[s] + extra[s] - acc - bonus if lost else 0
-        if sel[s]:
-            held[s] = rest - 1 if keep else 0
-            cont[s] = keep
-            emitted[s] = min(acc + 1, left[s])
-            adv[s] = acc + 1
+        counts[6] += 0 if keep else extra[s]
+        counts[7] += 0 if keep else offered[s] + extra[s] - acc - bonus
+        held[s] = rest - 1 if keep else 0
+        cont[s] = keep
+        emitted[s] = min(acc + 1, left[s])
+        adv[s] = acc + 1
     # emit the verified slots' tokens, refill finished slots (their prefill)
     completed, tokens = 0, 0
     free = np.zeros(n_slots, np.bool_)
@@ -955,3 +955,45 @@ def run_replica(mode, d, capacity, complete, with_prefill, record, tab, lay, n_m
         mach[3],
         slots[6][0],
     )
+
+
+@njit(cache=True)
+def round_time(tab, lay, n_machines, ad, d, k, batch, ctx):
+    """One round of the whole ``batch`` cut into ``k`` micro-batches, on fresh machines: a decode pass, or
+    d draft passes and a verification, per micro-batch; returns when the last ends."""
+    stages, pim, per_stage = lay[0], lay[1], lay[2]
+    mach = (
+        np.zeros((n_machines, CAPACITY)),
+        np.zeros((n_machines, CAPACITY)),
+        np.zeros(n_machines, np.int64),
+        np.zeros(n_machines),
+        np.zeros(1, np.int64),
+        np.zeros(1),
+    )
+    log = (
+        False,
+        List.empty_list(types.int64),
+        List.empty_list(types.float64),
+        List.empty_list(types.float64),
+        List.empty_list(types.int64),
+    )
+    seg_m = np.empty(4 * CHUNKS * stages, np.int64)
+    seg_d = np.empty(4 * CHUNKS * stages)
+    n = -(-batch // k)
+    step = tab[8]
+    end = 0.0
+    for _ in range(k):
+        if ad:
+            g, p = at(tab[4], tab[5], n, ctx, step)
+            c = segments(g, p, stages, pim, -1, seg_m, seg_d)
+            end = max(end, run_pass(mach, 0.0, seg_m, seg_d, c, per_stage, 0, log)[1])
+            continue
+        t = 0.0
+        for j in range(d):
+            _, g, p = draft_pass(tab[0], tab[1], n, ctx + j, step)
+            c = segments(g, p, stages, pim, -1, seg_m, seg_d)
+            t = run_pass(mach, t, seg_m, seg_d, c, per_stage, 0, log)[1]
+        _, _, _, g, p = verify_pass(tab[2], tab[3], n, ctx, float(d + 1), step)
+        c = segments(g, p, stages, pim, -1, seg_m, seg_d)
+        end = max(end, run_pass(mach, t, seg_m, seg_d, c, per_stage, 0, log)[1])
+    return end

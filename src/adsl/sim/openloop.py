@@ -19,8 +19,7 @@ import pandas as pd
 from adsl.progress import progress
 from adsl.settings import LengthDist, OpenLoopSpec
 from adsl.sim.batching import Continuous
-from adsl.sim.core import RunResult, simulate_core
-from adsl.sim.engine import SimError, memory_need
+from adsl.sim.core import simulate_core
 from adsl.sim.experiment import (
     STREAM_SLACK,
     Point,
@@ -29,6 +28,8 @@ from adsl.sim.experiment import (
     policy_lengths,
     request_streams,
 )
+from adsl.sim.result import RunResult
+from adsl.sim.setup import SimError, memory_need
 
 
 def lognormal_lengths(dist: LengthDist, n: int, rng: np.random.Generator) -> np.ndarray:

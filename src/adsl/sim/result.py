@@ -9,7 +9,7 @@ import numpy as np
 from numba import njit
 
 from adsl.sim import loop
-from adsl.sim.engine import SimError
+from adsl.sim.setup import SimError
 
 # stage -> the job kinds whose busy time it is (loop.KINDS)
 STAGES = {"draft": (loop.DRAFT, loop.EAGER), "verify": (loop.VERIFY, loop.DECODE), "prefill": (loop.PREFILL,)}

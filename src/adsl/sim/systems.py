@@ -11,9 +11,9 @@ from adsl.perf.cost import default_mapping
 from adsl.perf.hardware import HardwareCatalogue
 from adsl.perf.models import Pair
 from adsl.settings import SystemChoice
-from adsl.sim.engine import Setup
 from adsl.sim.mapping import search_static_mapping
 from adsl.sim.placement import place_draft
+from adsl.sim.setup import Setup
 from adsl.sim.timing import Schedule
 
 

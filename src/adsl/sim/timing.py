@@ -113,8 +113,9 @@ CTX_STEP = 16  # context grid of the cost tables: the PIM stacks' KV granularity
 @dataclass(frozen=True)
 class CostTable:
     """``batch_pass`` precomputed for every request count 0..n_max and a context grid, interpolated
-    linearly in context. The engine and the scalar reference both read costs from it, so a whole run
-    costs one vectorized cost-model call per (model, tokens per request)."""
+    linearly in context. The event loop reads its GPU / PIM seconds (``adsl.sim.tables.PassTable``) and the
+    accounting its energy and class times, so a whole run costs one vectorized cost-model call per (model,
+    tokens per request, placement)."""
 
     time_s: np.ndarray  # (n_max + 1, grid)
     energy_j: np.ndarray

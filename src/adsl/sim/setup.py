@@ -1,0 +1,95 @@
+"""What a run simulates: a system's setup (decoding, placement, micro-batches, pools), the checks of a
+run's requests and of its memory, and the error a run stops with."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from adsl.errors import AdslError
+from adsl.perf.hardware import SystemSpec
+from adsl.perf.models import Pair
+from adsl.sim.timing import Schedule
+
+# Prefill runs on the GPUs: a prompt of many tokens per request is compute-bound (AttAcc and SpecPIM
+# keep the summarisation stage on the GPU too).
+PREFILL_MAPPING = {"fc": "gpu", "attention": "gpu"}
+
+
+class SimError(AdslError, ValueError):
+    """Raised for an unusable setup or run: unknown policy or decoding, wrongly shaped arrays, too little memory."""
+
+    pass
+
+
+@dataclass(frozen=True)
+class Setup:
+    name: str
+    system: SystemSpec
+    decoding: str  # "ad" | "sd"
+    draft_length: int = 0  # fixed d, or the cap d_max of an adaptive policy
+    target_mapping: dict = field(default_factory=dict)
+    draft_mapping: dict = field(default_factory=dict)
+    schedule: Schedule = Schedule()
+    policy: str = "fixed"  # fixed | running_product (stop when the product of confidences < tau)
+    dynamic: bool = False  # place DLM FC and TLM attention per pass on the faster device (cost tables)
+    pool_tokens: int = 0  # Shared Pool capacity C in tokens (0: no pool, per-iteration verification)
+    eager: bool = False  # Eager Pool: draft during verification (asynchronous pipeline); needs a pool
+    pool_trigger: str = "complete"  # verify when every request has tokens in the pool, or when GPU idle
+    # draft placement: 1 = sharded like the target (tensor parallel / pipeline stages); k > 1 = one copy
+    # on each of k devices, requests spread over the copies (adsl.sim.placement)
+    draft_copies: int = 1
+    draft_placement: str = "tensor_parallel"  # the name of that choice, for reports
+    draft_split: str | None = None  # micro-batch split of draft passes; None: as ``schedule.split``
+    static_power: bool = False  # charge the system's static (board idle + stack background) power
+
+    @property
+    def draft_schedule(self) -> Schedule:
+        return self.schedule if self.draft_split is None else dataclasses.replace(self.schedule, split=self.draft_split)
+
+    def __post_init__(self):
+        from adsl.sim.policies import POLICIES
+
+        if self.policy not in POLICIES:
+            raise SimError(f"{self.name}: unknown draft policy {self.policy!r}; known: {sorted(POLICIES)}")
+        if self.decoding not in ("ad", "sd"):
+            raise SimError(f"{self.name}: decoding must be 'ad' or 'sd', got {self.decoding!r}")
+        if self.pool_trigger not in ("complete", "idle"):
+            raise SimError(f"{self.name}: pool_trigger must be 'complete' or 'idle', got {self.pool_trigger!r}")
+        if self.eager and not self.pool_tokens:
+            raise SimError(f"{self.name}: the Eager Pool needs a Shared Pool (pool_tokens > 0)")
+        if self.decoding == "sd" and self.draft_length < 1:
+            raise SimError(f"{self.name}: draft length d must be >= 1, got {self.draft_length}")
+
+
+def memory_need(setup: Setup, pair: Pair, batch: int, max_seq_len: int) -> tuple[float, float]:
+    """(bytes needed for weights + full-length KV caches of every model run, bytes the system has)."""
+    need = pair.target.weight_bytes + batch * max_seq_len * pair.target.kv_bytes_per_token
+    if setup.decoding == "sd":  # a replicated draft keeps a copy of its weights on every device it uses
+        need += setup.draft_copies * pair.draft.weight_bytes + batch * max_seq_len * pair.draft.kv_bytes_per_token
+    return float(need), float(setup.system.memory_capacity_bytes)
+
+
+def check_memory(setup: Setup, pair: Pair, batch: int, max_seq_len: int) -> None:
+    """Raise SimError when weights + full-length KV caches of ``batch`` requests exceed the system's memory."""
+    need, have = memory_need(setup, pair, batch, max_seq_len)
+    if need > have:
+        raise SimError(
+            f"{setup.name} on {setup.system.name}: batch {batch} x {max_seq_len} tokens needs "
+            f"{need / 1e9:.0f} GB for weights + KV, the system has {have / 1e9:.0f} GB"
+        )
+
+
+def requests(prompt_len, output_len) -> tuple[np.ndarray, np.ndarray]:
+    """Prompt and output lengths as (replicas, requests) float and int arrays, checked alike for every
+    engine: equal 2-D shapes, and at least one output token a request (one without output never completes
+    a window)."""
+    prompt = np.asarray(prompt_len, dtype=float)
+    out = np.asarray(output_len, dtype=np.int64)
+    if prompt.shape != out.shape or prompt.ndim != 2:
+        raise SimError(f"prompt_len and output_len must both be (replicas, requests), got {prompt.shape}, {out.shape}")
+    if (out < 1).any():
+        raise SimError("every request needs an output length >= 1")
+    return prompt, out

@@ -1,0 +1,146 @@
+"""The machines of a system and the cost of every kind of pass a run issues, as flat arrays for the loop.
+
+A system's silicon is a set of machines: the GPUs and the PIM stacks of a tensor-parallel group act as
+one machine each (every device works on every pass), and a pipeline has one GPU and one PIM machine per
+stage. A pass (one forward of one model over one group of requests) is a chain of segments, each on one
+machine: layer by layer its FC work runs where FC is placed and its attention where attention is placed,
+so the chain alternates between the GPU and the PIM machine (``adsl.sim.loop.CHUNKS`` times, the layers
+grouped), and through a pipeline it visits every stage in turn (``adsl.sim.loop.segments``). A segment
+starts when the previous segment of its pass has ended, in the first idle gap of its machine that holds
+it, so passes on the same machine serialise and passes on different machines overlap; two sub-batches,
+one on the GPU while the other is on PIM, reproduce AttAcc's overlap formula.
+
+``PassTables`` holds, per kind of pass, GPU + link and PIM seconds for 0..n requests over the context grid
+of ``adsl.sim.timing.CostTable`` (one vectorized cost-model call per table), with the dynamic scheduler's
+alternative placements; ``flat`` hands them to the loop as arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from adsl.perf.hardware import SystemSpec
+from adsl.perf.models import Pair
+from adsl.sim import loop
+from adsl.sim.setup import PREFILL_MAPPING, Setup
+from adsl.sim.timing import CTX_STEP, CostTable, Schedule
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The machines of a system and how a pass is laid over them."""
+
+    machines: tuple[str, ...]
+    stages: int
+    pim: bool
+
+    @property
+    def machines_per_stage(self) -> int:
+        return 2 if self.pim else 1
+
+    @classmethod
+    def of(cls, system: SystemSpec) -> Layout:
+        s = system.pipeline_stages
+        kinds = ("gpu", "pim") if system.pim is not None else ("gpu",)
+        names = tuple(f"{k}{i}" if s > 1 else k for i in range(s) for k in kinds)
+        return cls(names, s, system.pim is not None)
+
+
+@dataclass(frozen=True)
+class PassTable:
+    """One kind of pass (model, tokens per request, placement) for 0..n_max requests over the context grid:
+    the full ``CostTable`` (energy, class times) and its GPU + link and PIM seconds as arrays."""
+
+    table: CostTable
+    gpu: np.ndarray  # (requests, context grid)
+    pim: np.ndarray
+
+    @classmethod
+    def build(cls, model, system, q, mapping, n_max, ctx_max, copies=1) -> PassTable:
+        t = CostTable.build(model, system, q, mapping, Schedule(), n_max, ctx_max, copies)
+        zero = np.zeros_like(t.time_s)
+        return cls(t, t.busy_s.get("gpu", zero) + t.busy_s.get("link", zero), t.busy_s.get("pim", zero))
+
+    def at(self, n: int, ctx: float) -> tuple[float, float]:
+        """(GPU + link s, PIM s) of a pass over ``n`` requests at mean context ``ctx`` (``loop.at``)."""
+        return loop.at(self.gpu, self.pim, n, ctx, float(CTX_STEP))
+
+
+def flip(mapping: dict, family: str) -> dict:
+    """``mapping`` with operator ``family`` on the other device."""
+    return {**mapping, family: "pim" if mapping.get(family) == "gpu" else "gpu"}
+
+
+class PassTables:
+    """Every kind of pass a run issues, with the dynamic scheduler's alternatives: draft (variant 1 places
+    the draft's FC on the other device), verify per variant and tokens per request 1..d + 2 (variant 1
+    places the target's attention on the other device), decode, prefill (target, then draft)."""
+
+    def __init__(self, setup: Setup, pair: Pair, slots: int, ctx_max: float, prompt: float):
+        s, sd = setup.system, setup.decoding == "sd"
+        d = setup.draft_length
+        pim_weights = s.weights_in == "pim"
+        self.draft_maps = [setup.draft_mapping] + (
+            [flip(setup.draft_mapping, "fc")] if setup.dynamic and pim_weights else []
+        )
+        self.target_maps = [setup.target_mapping] + ([flip(setup.target_mapping, "attention")] if setup.dynamic else [])
+        self.draft: list[PassTable] = []
+        self.verify: list[list[PassTable]] = []
+        self.decode: PassTable | None = None
+        if sd:
+            self.draft = [
+                PassTable.build(pair.draft, s, 1, m, slots, ctx_max, setup.draft_copies) for m in self.draft_maps
+            ]
+            self.verify = [
+                [PassTable.build(pair.target, s, q, m, slots, ctx_max) for q in range(1, d + 3)]
+                for m in self.target_maps
+            ]
+        else:
+            self.decode = PassTable.build(pair.target, s, 1, setup.target_mapping, slots, ctx_max)
+        q = max(1, int(round(prompt)))
+        self.prefill = [PassTable.build(pair.target, s, q, PREFILL_MAPPING, slots, 1.0)]
+        if sd:
+            self.prefill.append(PassTable.build(pair.draft, s, q, PREFILL_MAPPING, slots, 1.0, setup.draft_copies))
+
+    def flat(self) -> tuple:
+        """The tables as ``loop.run_replica`` takes them: draft (variant, n, ctx), verify (variant, q - 1, n,
+        ctx), decode (n, ctx), prefill (model, n, ctx), GPU and PIM each; the context step; draft variants
+        with FC on PIM; verify variants with attention on PIM."""
+
+        def stack(tables, empty):
+            if not tables:
+                return np.zeros(empty), np.zeros(empty)
+            return np.stack([t.gpu for t in tables]), np.stack([t.pim for t in tables])
+
+        dg, dp = stack(self.draft, (0, 1, 2))
+        if self.verify:
+            vg = np.stack([np.stack([t.gpu for t in row]) for row in self.verify])
+            vp = np.stack([np.stack([t.pim for t in row]) for row in self.verify])
+        else:
+            vg = vp = np.zeros((0, 1, 1, 2))
+        decg, decp = (self.decode.gpu, self.decode.pim) if self.decode else (np.zeros((1, 2)), np.zeros((1, 2)))
+        pg, pp = stack(self.prefill, (0, 1, 2))
+        fc_on_pim = np.array([m.get("fc") == "pim" for m in self.draft_maps] + [False], np.int64)
+        attn_on_pim = np.array([m.get("attention") == "pim" for m in self.target_maps] + [False], np.int64)
+        return (dg, dp, vg, vp, decg, decp, pg, pp, float(CTX_STEP), fc_on_pim, attn_on_pim)
+
+
+def layout_tuple(setup: Setup, layout: Layout) -> tuple:
+    """(stages, PIM machines, machines per stage, replicated draft) as ``loop.run_replica`` takes them."""
+    return (layout.stages, layout.pim, layout.machines_per_stage, setup.draft_copies > 1)
+
+
+def micro_batches(setup: Setup, tables: PassTables, layout: Layout, batch: int, ctx: float) -> int:
+    """How many micro-batches a run cuts its slots into. The system's count where the modelled system
+    requires it (pipeline stages, SpecPIM-style per-micro-batch verification, SADDLE's Draft Generator per
+    micro-batch); else whichever of 1 and that count finishes one round of the whole batch sooner on the
+    machines (a decode pass, or d draft passes and a verification, per micro-batch): a micro-batch pays
+    the weight reads again, and pays off only where GPU and PIM work of different micro-batches overlap."""
+    m = setup.schedule.micro_batches
+    if m <= 1 or layout.stages > 1 or setup.schedule.split == "always" or setup.pool_tokens:
+        return max(1, m)
+    args = (tables.flat(), layout_tuple(setup, layout), len(layout.machines), setup.decoding == "ad")
+    one = loop.round_time(*args, setup.draft_length, 1, batch, ctx)
+    return m if loop.round_time(*args, setup.draft_length, m, batch, ctx) < one else 1

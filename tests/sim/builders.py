@@ -1,0 +1,66 @@
+"""Setups and streams the simulator's tests share."""
+
+import dataclasses
+
+import numpy as np
+
+from adsl.fitting.generator import CONTINUED, FIRST, running_product_lengths
+from adsl.sim.setup import Setup
+from adsl.sim.timing import Schedule
+
+PIM = {"fc": "gpu", "attention": "pim"}
+PIM_DRAFT = {"fc": "pim", "attention": "pim"}
+GPU = {"fc": "gpu", "attention": "gpu"}
+
+
+def setup(hw, system="saddle-tp", decoding="sd", d=4, mb=1, **kw):
+    """A Setup on ``system``: target attention in PIM where it has PIM, the draft placed like the target
+    unless ``draft_mapping`` says otherwise."""
+    s = hw.system(system)
+    m = kw.pop("target_mapping", PIM if s.pim else GPU)
+    return Setup("t", s, decoding, d if decoding == "sd" else 0, m, kw.pop("draft_mapping", m), Schedule(mb), **kw)
+
+
+def pooled(hw, eager, trigger="complete", mb=2, d=4, pool=64, system="saddle-tp"):
+    """SADDLE-s (``eager``) or SADDLE-p on ``system``: a Shared Pool of ``pool`` tokens, the draft on PIM
+    where the system has PIM."""
+    return setup(
+        hw,
+        system,
+        "sd",
+        d,
+        mb,
+        policy="running_product",
+        pool_tokens=pool,
+        eager=eager,
+        pool_trigger=trigger,
+        draft_mapping=PIM_DRAFT if hw.system(system).pim is not None else GPU,
+    )
+
+
+def pim_sd(hw, mb=2, d=4):
+    """SpecPIM-style PIM-SD: ``mb`` micro-batches, each verified on its own."""
+    return dataclasses.replace(setup(hw, mb=mb, d=d), schedule=Schedule(mb, split="always"))
+
+
+def streams(seed, x, n, t, p=None):
+    """Confidences (float32) and bool acceptance streams drawn from them (or with probability ``p``)."""
+    rng = np.random.default_rng(seed)
+    conf = rng.beta(5, 1, (x, n, t)).astype(np.float32)
+    acc = rng.random((x, n, t)) < (conf if p is None else p)
+    return conf, acc
+
+
+def inputs(seed, x, n, t=140, flagged=False):
+    """Confidences, a later-token calibration of them, acceptance streams (bool, or FIRST / CONTINUED
+    flags that differ), outputs and running-product lengths up to 12 (the core caps them at 2 d + 1)."""
+    rng = np.random.default_rng(seed)
+    conf = rng.beta(5, 1, (x, n, t)).astype(np.float32)
+    later = (conf * rng.uniform(0.6, 1.0, conf.shape)).astype(np.float32)
+    acc = rng.random((x, n, t)) < conf
+    if flagged:
+        cont = rng.random((x, n, t)) < np.sqrt(conf)
+        acc = acc.astype(np.uint8) * FIRST | cont.astype(np.uint8) * CONTINUED
+    out = rng.integers(8, 50, (x, n))
+    lengths = np.stack([running_product_lengths(c, 0.5, 12) for c in conf])
+    return conf, later, acc, out, lengths

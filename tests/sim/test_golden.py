@@ -1,0 +1,55 @@
+"""The simulator's golden set (``tools/golden.py``): the 76 benchmark points and the whole simulation stage
+(every experiment, attribution step, timeline and serving table) recomputed from the pinned inputs in
+``tests/sim/golden/`` give what is recorded there, to the bit on the kind of machine that recorded it
+(``golden/machine.json``; numpy's vector kernels differ by processor, and one ulp in a drawn confidence
+can flip an acceptance), else within 5 % (a structural change still fails)."""
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from adsl.provenance import machine
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+import golden  # noqa: E402
+
+SAME_KIND = json.loads((golden.GOLDEN / "machine.json").read_text()) == machine()
+
+
+def _close(new: pd.DataFrame, old: pd.DataFrame, name: str) -> None:
+    """Another processor: the same rows, columns and text, numbers within 5 %."""
+    assert list(new.columns) == list(old.columns) and len(new) == len(old), name
+    for col in new.columns:
+        if pd.api.types.is_numeric_dtype(old[col]):
+            pd.testing.assert_series_equal(new[col], old[col], rtol=0.05, atol=1e-12, check_dtype=False, obj=name)
+        else:
+            assert new[col].equals(old[col]), (name, col)
+
+
+def test_the_benchmark_points_are_the_golden_ones():
+    new, old = golden.bench_rows(), pd.read_parquet(golden.GOLDEN / "bench.parquet")
+    if SAME_KIND:
+        pd.testing.assert_frame_equal(new, old, check_exact=True)
+    else:
+        _close(new, old, "bench")
+
+
+@pytest.mark.slow
+def test_the_simulation_stage_is_the_golden_one(tmp_path):
+    tables = golden.stage_tables(golden.GOLDEN / "results")
+    recorded = {
+        str(p.relative_to(golden.GOLDEN / "results"))
+        for pat in golden.OUTPUTS
+        for p in golden.GOLDEN.glob(f"results/{pat}")
+    }
+    assert set(tables) == recorded
+    for name, (same, diff) in golden.compare(tables, golden.GOLDEN / "results").items():
+        if SAME_KIND:
+            assert same, f"{name}: {diff}"
+        else:
+            read = pd.read_parquet if name.endswith(".parquet") else pd.read_csv
+            _close(read(golden._written(name, tables[name], tmp_path)), read(golden.GOLDEN / "results" / name), name)

@@ -1,0 +1,555 @@
+"""Mechanism tests of the Shared and Eager Pools on the one core (``adsl.sim.loop``), not paper numbers:
+admission to the pool, its capacity, what the Eager Pool keeps and loses, the cases where a pool reduces
+to fixed-length SD, the triggers, overlap, settings, and the counts and draft steps of every round
+against a slot-by-slot reference of the rules."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import adsl.sim.core as core
+from adsl.fitting.generator import CONTINUED, FIRST, match_runs, running_product_lengths
+from adsl.sim import loop
+from adsl.sim.batching import Continuous
+from adsl.sim.core import simulate_core
+from adsl.sim.setup import SimError
+from adsl.sim.tables import PassTables
+from tests.sim.builders import pooled, streams
+
+PAIR = "OPT-66B"
+NO_ROWS = np.zeros((1, 1), np.int64)
+
+
+# -- pool admission ----------------------------------------------------------------------------------------
+def _admit(want, conf, later, pos, capacity, queries):
+    """``loop.pool_admit`` over one slot per request: request s in slot s at position ``pos[s]`` of its
+    streams, its draft's first token at ``conf``, later ones at ``later`` (the tuples of
+    ``loop.run_replica``)."""
+    n = len(want)
+    rq = (
+        np.full(n, 64.0),  # prompt
+        np.full(n, 10, np.int64),  # output
+        np.zeros(1),  # arrivals
+        False,  # open loop
+        NO_ROWS,  # runs
+        False,  # flagged streams
+        NO_ROWS,  # continuing runs
+        NO_ROWS,  # draft lengths
+        False,  # adaptive
+        np.ascontiguousarray(conf, np.float64),
+        np.ascontiguousarray(later, np.float64),
+    )
+    slots = (
+        np.arange(n, dtype=np.int64),  # request per slot
+        np.asarray(pos, np.int64),  # position
+        np.full(n, 10, np.int64),  # tokens left
+        np.full(n, 64.0),  # context
+        np.zeros(n, np.int64),  # held eager tokens
+        np.zeros(n, np.bool_),  # continuing
+        np.full(1, n, np.int64),  # next request
+    )
+    return loop.pool_admit(np.asarray(want, np.int64), rq, slots, capacity, queries)
+
+
+def test_pool_admits_highest_running_products_first():
+    conf = np.array([[0.9, 0.9, 0.9], [0.5, 0.5, 0.5], [0.99, 0.2, 0.95]])
+    want = [3, 3, 3]
+    # 3 query tokens + 4 draft tokens: H = .9 .81 .729 | .5 .25 .125 | .99 .198 .188 (ranking the raw
+    # confidences instead would admit .99 and .95 of the last request: [2, 0, 2])
+    assert _admit(want, conf, conf, [0, 0, 0], 7, 3).tolist() == [3, 0, 1]
+    assert _admit(want, conf, conf, [0, 0, 0], 3, 3).tolist() == [0, 0, 0]
+    assert _admit(want, conf, conf, [0, 0, 0], 100, 3).tolist() == [3, 3, 3]
+    # the same drafts further along the streams: a draft's first token at its own confidence, the later
+    # ones at the later-token calibration (here the second request's first token alone moves to .95:
+    # H .95 .475 .2375, its first token now ranks ahead of the first request's third, .729)
+    shifted = np.concatenate([np.full((3, 2), 0.1), conf], axis=1)
+    first = shifted.copy()
+    first[1, 2] = 0.95
+    assert _admit(want, first, shifted, [2, 2, 2], 7, 3).tolist() == [2, 1, 1]
+
+
+def _admit_by_sorting(want, window, queries, capacity):
+    """The reference: every candidate token's running product, ranked by a stable sort (ties: earlier
+    request, then earlier token)."""
+    r, w = window.shape
+    h = np.cumprod(window.astype(np.float64), axis=1)
+    cand = np.arange(w)[None, :] < np.asarray(want)[:, None]
+    score = np.where(cand, h, -1.0).reshape(r * w)
+    order = np.argsort(-score, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(r * w)
+    keep = (rank < max(capacity - queries, 0)) & cand.reshape(r * w)
+    return keep.reshape(r, w).sum(axis=1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 9), st.integers(1, 6), st.integers(0, 40), st.integers(0, 2**31 - 1))
+def test_pool_admission_equals_a_stable_ranking(r, w, capacity, seed):
+    rng = np.random.default_rng(seed)
+    t = w + 6
+    conf = rng.choice([0.5, 0.9, 1.0], size=(r, t))  # coarse values: many ties
+    later = rng.choice([0.5, 0.9, 1.0], size=(r, t))
+    pos = rng.integers(0, t - w + 1, r)
+    want = rng.integers(0, w + 1, r)
+    queries = int(rng.integers(0, r + 1))
+    window = np.stack([later[s, pos[s] : pos[s] + w] for s in range(r)])
+    window[:, 0] = conf[np.arange(r), pos]
+    got = _admit(want, conf, later, pos, capacity, queries)
+    np.testing.assert_array_equal(got, _admit_by_sorting(want, window, queries, capacity))
+
+
+# -- runs of one replica ---------------------------------------------------------------------------------
+def _run(models, setup_, out, conf, acc, tau, **kw):
+    """One replica of ``len(out)`` requests, prompts of 64 tokens, running-product lengths at ``tau``
+    (capped at 2 d + 1)."""
+    out = np.asarray(out)[None, :]
+    lengths = running_product_lengths(conf[0], tau, 2 * setup_.draft_length + 1)[None]
+    return simulate_core(setup_, models.pair(PAIR), np.full(out.shape, 64.0), out, acc, lengths, conf, **kw)
+
+
+def _flagged(acc, seed):
+    """FIRST outcomes ``acc`` with CONTINUED outcomes that pass more often (a within-draft term)."""
+    cont = np.random.default_rng(seed).random(acc.shape) < 0.9
+    return acc.astype(np.uint8) * FIRST | cont.astype(np.uint8) * CONTINUED
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    st.integers(1, 12),
+    st.integers(1, 6),
+    st.integers(0, 60),
+    st.booleans(),
+    st.sampled_from(["complete", "idle"]),
+    st.floats(0.0, 0.9),
+    st.integers(0, 2**31 - 1),
+)
+def test_pool_capacity_and_token_conservation(models, hw, batch, d, extra_room, eager, trigger, tau, seed):
+    pool = batch + 1 + extra_room
+    out = np.random.default_rng(seed).integers(1, 40, batch)
+    conf, acc = streams(seed, 1, batch, out.max() + d + 1, 0.7)  # the shortest streams a run takes
+    res = _run(models, pooled(hw, eager, trigger, mb=1, d=d, pool=pool, system="saddle"), out, conf, acc, tau)
+    assert res.pool["pool_max"][0] <= pool
+    assert res.tokens[0] == out.sum()
+    assert res.time_s[0] > 0 and np.isfinite(res.energy_j[0])
+
+
+def test_eager_tokens_discarded_on_rejection_and_kept_on_full_acceptance(models, hw):
+    d = 3
+    st_ = pooled(hw, True, mb=1, d=d, pool=1 + d)  # one request, the pool holds exactly its d tokens
+    conf = np.ones((1, 1, 80), dtype=np.float32)  # tau never stops a draft: always 2 d + 1 available
+    all_acc = np.ones((1, 1, 80), dtype=bool)
+    res = _run(models, st_, [40], conf, all_acc, 0.5)
+    # every pass accepts its d tokens and the bonus, which the first eager token matches: the d eager
+    # tokens after it are the next pass's entry; nothing is wasted or discarded
+    assert res.iterations[0] == 40 // (d + 1)
+    assert res.pool["wasted"][0] == 0 and res.pool["discarded"][0] == 0
+    assert res.pool["eager"][0] == 10 * (d + 1) and res.pool["migrated"][0] == 10 * d
+    assert res.drafted[0] == d + 10 * (d + 1)  # one fresh draft, then eager drafting only
+    none_acc = np.zeros((1, 1, 80), dtype=bool)
+    res = _run(models, st_, [10], conf, none_acc, 0.5)
+    # every pass rejects the first token: the d verified and d + 1 eager tokens of each pass are lost
+    assert res.iterations[0] == 10
+    assert res.drafted[0] == 10 * (2 * d + 1)
+    assert res.pool["wasted"][0] == res.drafted[0]
+    assert res.pool["discarded"][0] == res.pool["eager"][0] == 10 * (d + 1) and res.pool["migrated"][0] == 0
+
+
+def test_kept_eager_tokens_continue_their_draft(models, hw):
+    """With a within-draft term, tokens kept from the Eager Pool continue an accepted draft (CONTINUED
+    outcomes), while fixed-length SD starts every draft afresh (FIRST outcomes)."""
+    d, out = 3, 40
+    st_ = pooled(hw, True, mb=1, d=d, pool=1 + d)
+    conf = np.ones((1, 1, 80), dtype=np.float32)
+    flags = np.full((1, 1, 80), CONTINUED, dtype=np.uint8)
+    flags[0, 0, 0] |= FIRST  # only the very first draft's first token passes as a first token
+    saddle = _run(models, st_, [out], conf, flags, 0.0)
+    assert saddle.iterations[0] == -(-out // (d + 1)) and saddle.pool["wasted"][0] == 0
+    fixed = dataclasses.replace(st_, policy="fixed", pool_tokens=0, eager=False)
+    ref = simulate_core(fixed, models.pair(PAIR), np.full((1, 1), 64.0), np.array([[out]]), flags)
+    assert ref.iterations[0] == 1 + (out - (d + 1))  # one full draft, then one token per pass
+
+
+@pytest.mark.parametrize("flagged", [False, True])
+def test_tau_zero_and_ample_pool_is_fixed_length_sd(models, hw, flagged):
+    """SADDLE-p with tau = 0 (never stop early) and a pool that never binds = fixed-d SD with one pooled
+    verification pass per iteration (also with a within-draft term: both start every draft afresh)."""
+    d, batch = 4, 6
+    conf, acc = streams(3, 1, batch, 60 + d + 1, 0.7)
+    if flagged:
+        acc = _flagged(acc, 3)
+    out = np.full(batch, 60)
+    st_ = pooled(hw, False, mb=1, d=d, pool=batch * (d + 1), system="saddle")
+    pool = _run(models, st_, out, conf, acc, 0.0)
+    fixed = dataclasses.replace(st_, policy="fixed", pool_tokens=0)
+    ref = simulate_core(fixed, models.pair(PAIR), np.full((1, batch), 64.0), out[None], acc)
+    assert pool.tokens[0] == ref.tokens[0]
+    assert pool.iterations[0] == ref.iterations[0]
+    assert pool.time_s[0] == pytest.approx(ref.time_s[0], rel=1e-9)
+    assert pool.energy_j[0] == pytest.approx(ref.energy_j[0], rel=1e-9)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 6), st.floats(0.0, 1.0), st.integers(0, 2**31 - 1), st.sampled_from(["complete", "idle"]))
+def test_saddle_with_tau_zero_and_a_one_request_pool_is_fixed_length_sd(models, hw, d, p, seed, trigger):
+    """One request, tau = 0 (never stop early), a pool of d + 1 tokens: the Eager Pool keeps exactly
+    the next d-token draft when the bonus matches, so verification windows and emitted tokens are
+    those of fixed-length SD; only the time differs (drafting overlaps verification). Streams long
+    enough that every draft may reach 2 d + 1 tokens."""
+    conf, acc = streams(seed, 1, 1, 50 + 4 * d + 4, p)
+    st_ = pooled(hw, True, trigger, mb=1, d=d, pool=d + 1, system="saddle")
+    saddle = _run(models, st_, [50], conf, acc, 0.0)
+    fixed = dataclasses.replace(st_, policy="fixed", pool_tokens=0, eager=False)
+    ref = simulate_core(fixed, models.pair(PAIR), np.full((1, 1), 64.0), np.array([[50]]), acc)
+    assert saddle.tokens[0] == ref.tokens[0] == 50
+    # one request: the verifier has nobody else's tokens to start on, so both triggers wait for the
+    # same complete draft and verify the same windows as fixed-length SD
+    assert saddle.iterations[0] == ref.iterations[0]
+    flipped = dataclasses.replace(st_, pool_trigger="idle" if trigger == "complete" else "complete")
+    other = _run(models, flipped, [50], conf, acc, 0.0)
+    assert other.time_s[0] == pytest.approx(saddle.time_s[0], rel=1e-12)
+
+
+def test_idle_trigger_verifies_partial_drafts_of_several_requests(models, hw):
+    """Several requests, d = 2: the idle trigger starts a pass on whatever the pool holds instead of
+    waiting for every draft, so it verifies more often than the complete trigger, with the same tokens."""
+    conf, acc = streams(1, 1, 8, 60 + 12, 0.7)
+    res = {}
+    for trigger in ("complete", "idle"):
+        st_ = pooled(hw, True, trigger, mb=1, d=2, pool=8 * 3, system="saddle")
+        res[trigger] = _run(models, st_, np.full(8, 60), conf, acc, 0.3)
+    assert res["idle"].tokens[0] == res["complete"].tokens[0] == 8 * 60
+    assert res["idle"].iterations[0] > 1.2 * res["complete"].iterations[0]
+
+
+def test_async_overlap_never_slower_than_its_parts(models, hw):
+    """SADDLE on a pipeline: the run takes its drafting and verification less what of them overlaps (no
+    idle gap), a real share of the drafting is hidden, and with acceptance that follows the confidences
+    (the running products predict it, so eager tokens are often kept) it beats the sequential pool."""
+    conf, acc = streams(5, 1, 16, 200 + 36)
+    st_ = dataclasses.replace(pooled(hw, True, mb=1, d=8, pool=512, system="saddle"), dynamic=True)
+    res = _run(models, st_, np.full(16, 200), conf, acc, 0.3)
+    stage = {k: v[0] for k, v in res.stage_s.items()}
+    assert res.time_s[0] == pytest.approx(stage["draft"] + stage["verify"] - stage["overlap"], rel=1e-9)
+    # the Eager Pool drafts during verification: a real share of the drafting is hidden
+    assert stage["overlap"] > 0.05 * stage["draft"]
+    lazy = _run(models, dataclasses.replace(st_, eager=False), np.full(16, 200), conf, acc, 0.3)
+    assert lazy.stage_s["overlap"][0] == 0.0
+    assert lazy.time_s[0] == pytest.approx(lazy.stage_s["draft"][0] + lazy.stage_s["verify"][0], rel=1e-9)
+    assert res.time_s[0] < lazy.time_s[0]
+
+
+def test_eager_rounds_take_no_longer_than_their_drafting_and_pass_in_sequence(models, hw):
+    """A round of the Eager Pool overlaps the pass with drafting: it lasts at least its longer part and
+    at most the two one after the other, so the reported overlap lies between 0 and the shorter stage,
+    and the run has no idle gap (its time is the union of its stages)."""
+    conf, acc = streams(4, 1, 6, 120)
+    out = np.random.default_rng(4).integers(10, 50, (1, 6))
+    lengths = np.random.default_rng(5).integers(0, 10, conf.shape)
+    for trigger in ("complete", "idle"):
+        setup_ = pooled(hw, True, trigger, mb=1, pool=20)
+        res = simulate_core(setup_, models.pair(PAIR), np.full((1, 6), 64.0), out, acc, lengths, conf)
+        st_ = res.stage_s
+        assert 0 <= st_["overlap"][0] <= min(st_["draft"][0], st_["verify"][0]) + 1e-12
+        assert res.time_s[0] == pytest.approx(st_["draft"][0] + st_["verify"][0] - st_["overlap"][0], rel=1e-12)
+
+
+def test_invalid_pool_settings(models, hw):
+    with pytest.raises(SimError, match="Eager Pool needs a Shared Pool"):
+        pooled(hw, True, pool=0)
+    with pytest.raises(SimError, match="pool_trigger"):
+        pooled(hw, False, trigger="sometimes")
+    conf, acc = streams(0, 1, 8, 100, 0.7)
+    with pytest.raises(SimError, match="cannot hold one query token per request"):
+        _run(models, pooled(hw, False, mb=1, pool=8), np.full(8, 10), conf, acc, 0.3)
+    # a Continuous batch: the pool must hold one query token per slot
+    with pytest.raises(SimError, match="cannot hold one query token per request"):
+        _run(models, pooled(hw, False, mb=1, pool=4), np.full(8, 10), conf, acc, 0.3, serving=Continuous(4, 0))
+    with pytest.raises(SimError, match=r"asynchronous pool needs each request's draft lengths \(draft_lengths\)"):
+        simulate_core(pooled(hw, True), models.pair(PAIR), np.full((1, 8), 64.0), np.full((1, 8), 10), acc, None, conf)
+
+
+# -- counts and draft steps against a slot-by-slot reference ------------------------------------------------
+def _unit_costs(draft_pim_s, verify_gpu_s):
+    """``PassTables.flat`` (all the loop reads) with every draft step ``draft_pim_s`` on PIM and every
+    verification ``verify_gpu_s`` on the GPU, whatever the requests and context."""
+    flat = PassTables.flat
+
+    def unit(self):
+        tab = list(flat(self))
+        tab[0], tab[1] = np.zeros_like(tab[0]), np.full_like(tab[1], draft_pim_s)
+        tab[2], tab[3] = np.full_like(tab[2], verify_gpu_s), np.zeros_like(tab[3])
+        return tuple(tab)
+
+    return unit
+
+
+def _slot_reference(runs, cont_runs, lengths, prompt, out, d, slots, eager, trigger):
+    """One replica, scalar, round by round, with a pool that never overflows (each request's entry is
+    all of it): ``slots`` slots served from the queue of requests in order. A round verifies the entries
+    of the requests it verifies in one pass; with the Eager Pool they draft on during the pass. Fresh
+    drafts (from a correction, or of a request just admitted) come before the pass (``complete``: it
+    waits for them) or during it (``idle``: the pass starts on the entries ready, a request drafting
+    catches the next pass; one with nothing to draft joins at once). Returns per round the requests busy
+    at its start, completions, verified requests, pool tokens, drafted, wasted and emitted tokens; and
+    the draft chains in the order they are drafted: (kind, [(slot, tokens, context of the first)])."""
+    n_req = len(out)
+    slot = [None] * slots
+    nxt = 0
+
+    def admit(i):
+        nonlocal nxt
+        if nxt < n_req:
+            slot[i] = dict(req=nxt, pos=0, ctx=float(prompt[nxt]), left=int(out[nxt]), held=0, ready=False, cont=False)
+            nxt += 1
+        else:
+            slot[i] = None
+
+    for i in range(slots):
+        admit(i)
+    rounds, chains = [], []
+    while any(s is not None for s in slot):
+        rd = dict(n=sum(s is not None for s in slot), nv=0, pool=0, drafted=0, wasted=0, emitted=0)
+        fresh_chain, eager_chain = [], []
+        done = []
+        for i, s in enumerate(slot):
+            if s is None:
+                continue
+            full = min(int(lengths[s["req"], s["pos"]]), 2 * d + 1)
+            fresh = min(full, d) if not s["ready"] else 0
+            if not eager:
+                verifying, offered = True, fresh
+            elif trigger == "complete":
+                verifying, offered = True, (s["held"] if s["ready"] else fresh)
+            else:
+                verifying = s["ready"] or fresh == 0
+                offered = s["held"] if verifying else 0
+            fresh_chain.append((i, fresh, s["ctx"]))
+            rd["drafted"] += fresh
+            if not verifying:  # idle: drafting from a correction, catches the next pass
+                s["held"], s["ready"], s["cont"] = fresh, True, False
+                continue
+            extra = max(0, min(full, offered + d + 1) - offered) if eager else 0
+            eager_chain.append((i, extra, s["ctx"] + offered))
+            rd["drafted"] += extra
+            lv = min(offered, d)
+            run = int(cont_runs[s["req"], s["pos"]] if s["cont"] else runs[s["req"], s["pos"]])
+            acc = min(run, lv)
+            rd["nv"] += 1
+            rd["pool"] += lv + 1
+            if eager:
+                left = offered + extra - lv
+                bonus = acc == lv and run > lv and left > 0
+                keep = bonus and left > 1
+                if not keep:
+                    rd["wasted"] += offered + extra - acc - bonus
+                s["held"], s["ready"], s["cont"] = (left - 1 if keep else 0), keep, keep
+            emit = min(acc + 1, s["left"])
+            rd["emitted"] += emit
+            s["left"] -= emit
+            s["ctx"] += emit
+            s["pos"] += acc + 1
+            if s["left"] == 0:
+                done.append(i)
+        rd["done"] = len(done)
+        for i in done:
+            admit(i)
+        rounds.append(rd)
+        chains += [("draft", fresh_chain), ("eager", eager_chain)]
+    return rounds, [(kind, chain) for kind, chain in chains if any(k > 0 for _, k, _ in chain)]
+
+
+def _steps(chain, d):
+    """Requests drafting their j-th token and their summed context (context of the first + j), j < 2 d + 1."""
+    steps = np.zeros((2 * d + 1, 2))
+    for _, k, ctx in chain:
+        for j in range(k):
+            steps[j] += (1, ctx + j)
+    return steps
+
+
+def _logged_chains(rep, d):
+    """The draft chains a replica booked, in booking order: (kind, steps as in ``_steps``)."""
+    out = []
+    for job, kind in enumerate(rep.job_kind):
+        if loop.KINDS[kind] not in ("draft", "eager"):
+            continue
+        rows = np.flatnonzero((rep.pass_job == job) & (rep.pass_table == loop.TABLES.index("draft")))
+        steps = np.zeros((2 * d + 1, 2))
+        steps[: rows.size, 0] = rep.pass_n[rows]
+        steps[: rows.size, 1] = rep.pass_n[rows] * rep.pass_ctx[rows]
+        out.append((loop.KINDS[kind], steps))
+    return out
+
+
+@pytest.mark.parametrize("eager,trigger", [(False, "complete"), (True, "complete"), (True, "idle")])
+@pytest.mark.parametrize("serving", [None, Continuous(2, 0, prefill=False), Continuous(3, 2, prefill=False)])
+def test_counts_and_draft_steps_follow_a_slot_by_slot_reference(models, hw, monkeypatch, eager, trigger, serving):
+    """With a pool that never overflows each slot runs on its own, so the scalar reference fixes every
+    round: the requests each pass verifies, tokens, passes, drafted and wasted tokens and the largest pool
+    (static batch, or refilled slots from a queue, with the window from the pass that completes the
+    warm-up-th request to the one that leaves the queue empty), and every draft chain in the order it is
+    booked: requests drafting their j-th token and their summed context, fresh drafts and eager ones.
+    Drafting a chain takes less than a pass (unit costs: a draft step 0.02 s on PIM, a pass 1 s on the
+    GPU), so under the ``idle`` trigger a request drafting from a correction catches the next pass.
+    Lengths include zeros (nothing above tau: an ``idle`` request joins the pass at once) and lengths
+    beyond the 2 d + 1 cap."""
+    monkeypatch.setattr(PassTables, "flat", _unit_costs(0.02, 1.0))
+    d, n, x = 3, 6, 2
+    rng = np.random.default_rng(5)
+    t = 60 + d + 1
+    out = rng.integers(5, 40, (x, n))
+    prompt = rng.integers(20, 70, (x, n)).astype(float)
+    acc = rng.random((x, n, t)) < 0.7
+    conf = np.ones((x, n, t), dtype=np.float32)
+    lengths = np.where(rng.random((x, n, t)) < 0.3, 0, rng.integers(1, 2 * d + 4, (x, n, t)))
+    slots = n if serving is None else serving.slots
+    setup_ = pooled(hw, eager, trigger, mb=1, d=d, pool=slots * (d + 1))
+    reps = {}
+    inner = core.run_result
+
+    def spy(setup, tables, replicas, serving_, timelines):
+        reps["all"] = replicas
+        return inner(setup, tables, replicas, serving_, timelines)
+
+    monkeypatch.setattr(core, "run_result", spy)
+    res = simulate_core(setup_, models.pair(PAIR), prompt, out, acc, lengths, conf, conf, serving)
+    for r in range(x):
+        runs = match_runs(acc[r])
+        rounds, chains = _slot_reference(runs, runs, lengths[r], prompt[r], out[r], d, slots, eager, trigger)
+        rep = reps["all"][r]
+        passes = [rd for rd in rounds if rd["nv"] > 0]
+        # every pass verifies the requests the reference verifies, one event (emitted, completed) a pass
+        np.testing.assert_array_equal(rep.round_n[rep.round_n > 0], [rd["nv"] for rd in passes])
+        np.testing.assert_array_equal(rep.event_emitted, [rd["emitted"] for rd in passes])
+        np.testing.assert_array_equal(rep.event_completed, [rd["done"] for rd in passes])
+        # every draft chain, in booking order
+        logged = _logged_chains(rep, d)
+        assert [k for k, _ in logged] == [k for k, _ in chains], r
+        for (_, got), (_, chain) in zip(logged, chains, strict=True):
+            np.testing.assert_array_equal(got[:, 0], _steps(chain, d)[:, 0])
+            np.testing.assert_allclose(got[:, 1], _steps(chain, d)[:, 1], rtol=1e-12)
+        # whole-run counts
+        assert res.window["total_tokens"][r] == sum(rd["emitted"] for rd in rounds) == out[r].sum()
+        assert rep.round_drafted.sum() == sum(rd["drafted"] for rd in rounds)
+        assert res.pool["wasted"][r] == sum(rd["wasted"] for rd in rounds)
+        assert res.pool["pool_max"][r] == max(rd["pool"] for rd in rounds)
+        if serving is None:
+            assert res.tokens[r] == sum(rd["emitted"] for rd in rounds)
+            assert res.iterations[r] == len(passes)
+            assert res.drafted[r] == sum(rd["drafted"] for rd in rounds)
+            continue
+        # the measured window: passes after the one that completes the warm-up-th request, up to the one
+        # that completes the (N - slots + 1)-th (from then on a slot finds the queue empty)
+        done = np.cumsum([rd["done"] for rd in passes])
+        first = int(np.searchsorted(done, serving.warmup)) if serving.warmup else -1
+        last = int(np.searchsorted(done, n - slots + 1))
+        inw = passes[first + 1 : last + 1]
+        assert 0 < len(inw) < len(passes)
+        assert res.tokens[r] == sum(rd["emitted"] for rd in inw)
+        assert res.iterations[r] == len(inw)
+        assert res.window["completed"][r] == sum(rd["done"] for rd in inw)
+
+
+# -- continuous batching: the window and its prefill ---------------------------------------------------------
+def _prefill(tables, admitted):
+    """Energy, device and class times of prefilling ``admitted`` requests in one go (target, then draft)."""
+    energy, busy, cls = 0.0, {}, {}
+    for t in tables.prefill:
+        c = t.table.lookup(np.array([admitted]), np.array([0.0]))
+        energy += float(c.energy_j[0])
+        for k, v in c.busy_s.items():
+            busy[k] = busy.get(k, 0.0) + float(v[0])
+        for k, v in c.by_class_s.items():
+            cls[k] = cls.get(k, 0.0) + float(v[0])
+    return energy, busy, cls
+
+
+def test_continuous_window_and_prefill_follow_the_passes_and_the_prefill_costs(models, hw):
+    """One micro-batch without the Eager Pool under continuous batching: the measured window starts at
+    the pass that completes the warm-up-th request and holds the passes up to the one that leaves the
+    queue empty; with prefill the same passes run, and energy, device and class times grow by exactly
+    the prefill passes of the requests admitted at the window's passes (its start included, its end
+    not: their prefill runs after it) while the draft / verify overlap is unchanged; an all-rejecting
+    Eager Pool wastes every token it drafts."""
+    pair = models.pair(PAIR)
+    setup_ = pooled(hw, False, mb=1, pool=20)
+    conf, acc = streams(10, 1, 16, 140)
+    out = np.random.default_rng(10).integers(10, 60, (1, 16))
+    prompt = np.random.default_rng(11).integers(30, 90, (1, 16)).astype(float)
+    lengths = np.random.default_rng(12).integers(0, 9, conf.shape)
+    # the passes (a SADDLE-p pass verifies every busy slot; its completions free slots the queue refills
+    # at once, while it lasts), the window's first and last pass and the requests admitted per pass
+    runs = match_runs(acc[0])
+    rounds, _ = _slot_reference(runs, runs, lengths[0], prompt[0], out[0], 4, 4, False, "complete")
+    done = np.cumsum([rd["done"] for rd in rounds])
+    first, last = int(np.searchsorted(done, 3)), int(np.searchsorted(done, 16 - 4 + 1))
+    queue = 16 - 4
+    admitted = []
+    for rd in rounds:
+        admitted.append(min(rd["done"], queue))
+        queue -= admitted[-1]
+    plain = simulate_core(setup_, pair, prompt, out, acc, lengths, conf, conf, Continuous(4, 3, False))
+    assert plain.window["start_s"][0] > 0 and plain.window["completed"][0] < 16
+    assert plain.iterations[0] == last - first
+    assert plain.tokens[0] == sum(rd["emitted"] for rd in rounds[first + 1 : last + 1])
+    assert plain.window["completed"][0] == done[last] - done[first]
+
+    filled = simulate_core(setup_, pair, prompt, out, acc, lengths, conf, conf, Continuous(4, 3, True), timelines=True)
+    for k in ("tokens", "iterations", "drafted", "request_rounds"):
+        np.testing.assert_array_equal(getattr(filled, k), getattr(plain, k), err_msg=k)
+    np.testing.assert_array_equal(filled.window["completed"], plain.window["completed"])
+    assert sum(admitted[:first]) > 0  # prefill outside the window must not count
+    tables = PassTables(setup_, pair, 4, 4096.0, float(prompt.mean()))
+    energy, busy, cls = 0.0, {}, {}
+    for a in admitted[first:last]:
+        e, b, c = _prefill(tables, a)
+        energy += e
+        for k, v in b.items():
+            busy[k] = busy.get(k, 0.0) + v
+        for k, v in c.items():
+            cls[k] = cls.get(k, 0.0) + v
+    prefills = [j for j in filled.timelines[0]["jobs"] if j[0] == "prefill"]
+    assert len(prefills) == 2 * sum(a > 0 for a in admitted)  # the target's prompt, then the draft's
+    np.testing.assert_allclose(filled.energy_j - plain.energy_j, energy, rtol=1e-9)
+    for got, base, add in ((filled.busy_s, plain.busy_s, busy), (filled.class_s, plain.class_s, cls)):
+        assert set(got) == set(base) | set(add)
+        for k in got:
+            np.testing.assert_allclose(got[k], base.get(k, 0.0) + add.get(k, 0.0), rtol=1e-9, err_msg=k)
+    np.testing.assert_allclose(filled.stage_s["overlap"], plain.stage_s["overlap"], rtol=1e-9, atol=1e-12)
+
+    rejects = np.zeros_like(acc)
+    eager = pooled(hw, True, mb=1, pool=20)
+    static = simulate_core(eager, pair, prompt, out, rejects, lengths, conf)
+    assert static.pool["wasted"][0] == static.drafted[0] > 0
+    queued = simulate_core(eager, pair, prompt, out, rejects, lengths, conf, conf, Continuous(4, 3))
+    assert queued.pool["discarded"][0] == queued.pool["eager"][0] > 0 and queued.pool["migrated"][0] == 0
+
+
+def test_too_short_streams_are_rejected_with_the_length_needed(models, hw):
+    """A run reads up to d + 1 positions past the longest output (a request drafts from positions below
+    its output length, at most d on): one position fewer is refused with a message that names both
+    lengths, for acceptance streams, draft lengths and confidences alike."""
+    pair = models.pair(PAIR)
+    d = 3
+    out = np.array([[20, 30]])
+    need = 30 + d + 1
+    setup_ = pooled(hw, True, mb=1, d=d, pool=16)
+    prompt = np.full((1, 2), 64.0)
+    for t, ok in ((need - 1, False), (need, True)):
+        conf, acc = streams(1, 1, 2, t)
+        lengths = np.full(conf.shape, 2)
+        if ok:
+            assert simulate_core(setup_, pair, prompt, out, acc, lengths, conf).tokens[0] == 50
+            continue
+        with pytest.raises(SimError, match=rf"^acceptance streams of {t} positions; need >= {need}$"):
+            simulate_core(setup_, pair, prompt, out, acc, lengths, conf)
+    conf, acc = streams(1, 1, 2, need)
+    short = np.full((1, 2, need - 1), 2)
+    shape = rf"\(replicas, requests, >= {need}\), got \(1, 2, {need - 1}\)$"
+    with pytest.raises(SimError, match=rf"^draft_lengths must be {shape}"):
+        simulate_core(setup_, pair, prompt, out, acc, short, conf)
+    with pytest.raises(SimError, match=rf"^confidence must be {shape}"):
+        simulate_core(setup_, pair, prompt, out, acc, np.full(conf.shape, 2), conf[..., :-1])

@@ -1,0 +1,111 @@
+"""The compiled loop equals the same loop run uncompiled (the scalar reference) on random small cases:
+every system kind, both pool triggers, static and continuous batching, open loop, timelines."""
+
+import dataclasses
+import importlib.util
+
+import numba
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from adsl.sim import core, loop, result, tables
+from adsl.sim.batching import Continuous
+from adsl.sim.timing import Schedule
+from tests.sim.builders import inputs, pim_sd, pooled, setup
+
+
+def _uncompiled(module):
+    """A fresh copy of ``module`` whose ``njit`` functions stay plain Python (numba reads DISABLE_JIT when
+    it decorates)."""
+    numba.config.DISABLE_JIT = True
+    try:
+        spec = importlib.util.spec_from_file_location(f"{module.__name__}_uncompiled", module.__file__)
+        copy = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(copy)
+    finally:
+        numba.config.DISABLE_JIT = False
+    return copy
+
+
+@pytest.fixture(scope="module")
+def plain():
+    return _uncompiled(loop), result.union_length.py_func  # union_length calls no other compiled function
+
+
+def _run(args, kw, plain=None):
+    if plain is None:
+        return core.simulate_core(*args, **kw)
+    mp = pytest.MonkeyPatch()
+    try:  # the core, the micro-batch decision and the accounting call the uncompiled functions
+        mp.setattr(core, "loop", plain[0])
+        mp.setattr(tables, "loop", plain[0])
+        mp.setattr(result, "union_length", plain[1])
+        return core.simulate_core(*args, **kw)
+    finally:
+        mp.undo()
+
+
+def _equal(a, b, path=""):
+    """Every field of two RunResults, to the bit (NaN equal to NaN)."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        for k in a:
+            _equal(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list | tuple):
+        assert len(a) == len(b), path
+        for i, (u, v) in enumerate(zip(a, b, strict=True)):
+            _equal(u, v, f"{path}[{i}]")
+    elif a is None or isinstance(a, str):
+        assert a == b, path
+    else:
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=path)
+
+
+KINDS = ["AD", "SD", "PIM-SD", "SADDLE-p", "SADDLE-s", "SADDLE"]
+
+
+def _case(hw, kind, trigger, mb, d):
+    if kind == "AD":
+        return dataclasses.replace(setup(hw, decoding="ad"), schedule=Schedule(mb, split="always"))
+    if kind == "SD":
+        return setup(hw, "motivation-4gpu", d=d, mb=mb)
+    if kind == "PIM-SD":
+        return pim_sd(hw, mb=mb, d=d)
+    return dataclasses.replace(pooled(hw, kind != "SADDLE-p", trigger, mb=mb, d=d, pool=64), dynamic=kind == "SADDLE")
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.sampled_from(KINDS),
+    st.sampled_from(["complete", "idle"]),
+    st.sampled_from(["static", "continuous", "open"]),
+    st.integers(1, 3),
+    st.integers(1, 5),
+    st.booleans(),
+    st.integers(0, 2**31),
+)
+def test_compiled_equals_uncompiled(models, hw, plain, kind, trigger, serving, mb, d, flagged, seed):
+    s = _case(hw, kind, trigger, mb, d)
+    if serving == "open" and kind == "SADDLE-p":
+        serving = "continuous"  # the sequential pool has no open loop
+    pair = models.pair("OPT-66B")
+    x, n, slots = 2, 10, 5
+    conf, later, acc, out, lengths = inputs(seed, x, n, 80, flagged and s.decoding == "sd")
+    out = np.minimum(out, 20)
+    prompt = np.random.default_rng(seed).integers(16, 200, (x, n)).astype(float)
+    if serving == "static":
+        prompt, out = prompt[:, :slots], out[:, :slots]
+        conf, later, acc, lengths = (a[:, :slots] for a in (conf, later, acc, lengths))
+    sd = s.decoding == "sd"
+    adaptive = sd and (s.pool_tokens or seed % 2)
+    args = (s, pair, prompt, out, acc if sd else None, lengths if adaptive else None, conf, later)
+    kw = {"timelines": seed % 3 == 0}
+    if serving != "static":
+        kw["serving"] = Continuous(slots, 2, bool(seed % 2))
+    if serving == "open":
+        kw["arrivals"] = np.cumsum(np.random.default_rng(seed).exponential(0.05, (x, n)), axis=1)
+    fast, slow = _run(args, kw), _run(args, kw, plain)
+    for f in dataclasses.fields(fast):
+        _equal(getattr(fast, f.name), getattr(slow, f.name), f.name)
