@@ -8,8 +8,6 @@ import re
 
 import numpy as np
 import pytest
-from numba import types
-from numba.typed import List
 
 import adsl.sim.core as core
 from adsl.fitting.generator import running_product_lengths
@@ -189,18 +187,9 @@ class _Round:
 
     def time(self, k, ctx):
         lay, n, end = self.layout, math.ceil(self.batch / k), 0.0
-        m = len(lay.machines)
-        mach = (
-            np.zeros((m, loop.CAPACITY)),
-            np.zeros((m, loop.CAPACITY)),
-            np.zeros(m, np.int64),
-            np.zeros(m),
-            np.zeros(1, np.int64),
-            np.zeros(1),
-        )
-        log = (False, List.empty_list(types.int64), List.empty_list(types.float64), List.empty_list(types.float64))
-        log += (List.empty_list(types.int64),)
-        seg_m, seg_d = np.empty(4 * loop.CHUNKS * lay.stages, np.int64), np.empty(4 * loop.CHUNKS * lay.stages)
+        mach = loop.machines(len(lay.machines), lay.stages)
+        log = loop.new_logs((0, 0, 0, 0, 0))
+        seg_m, seg_d = mach[6], mach[7]
 
         def run(release, cost):
             c = loop.segments(*cost, lay.stages, lay.pim, -1, seg_m, seg_d)

@@ -38,6 +38,15 @@ from adsl.sim.tables import Layout, PassTables, layout_tuple, micro_batches
 NO_ROWS = np.zeros((1, 1), np.int64)  # a stream array a mode does not read
 
 
+def log_rows(tokens: int, timelines: bool) -> tuple[int, ...]:
+    """Rows the loop's logs start with for a replica emitting ``tokens``: jobs, passes, token events, rounds,
+    timeline segments (none unless kept). Measured at batch 16-128 (OPT-66B): 0.008-0.17 jobs, 0.008-0.75
+    passes and at most 0.09 events or rounds a token; a decode pass of one request is one job a token
+    (then a log fills up and the run starts again with twice the rows)."""
+    jobs = 1024 + tokens // 4
+    return jobs, 4 * jobs, jobs, jobs, 16 * jobs if timelines else 0
+
+
 def simulate_core(
     setup: Setup,
     pair: Pair,
@@ -118,19 +127,17 @@ def simulate_core(
             np.zeros((1, 1)) if confidence is None else np.asarray(confidence[r], np.float64),
             np.zeros((1, 1)) if later is None else np.asarray(later[r], np.float64),
         )
-        args = (mode, d, setup.pool_tokens, setup.pool_trigger == "complete")
-        res = loop.run_replica(
-            *args,
-            serving is not None and serving.prefill,
-            timelines,
-            tab,
-            lay,
-            len(layout.machines),
-            rq,
-            slots,
-            starts,
-            stops,
-        )
-        reps.append(ReplicaLog.of(res, out[r], slots, None if arrivals is None else arrivals[r]))
+        args = (mode, d, setup.pool_tokens, setup.pool_trigger == "complete", serving is not None and serving.prefill)
+        rows = log_rows(int(out[r].sum()), timelines)
+        while True:  # a log that fills up stops the run: again with twice the rows (runs are deterministic)
+            logs = loop.new_logs(rows)
+            try:
+                counts, times = loop.run_replica(*args, logs, tab, lay, len(layout.machines), rq, slots, starts, stops)
+                break
+            except RuntimeError as exc:
+                if loop.LOG_FULL not in str(exc):
+                    raise
+                rows = tuple(2 * n for n in rows)
+        reps.append(ReplicaLog.of(logs, counts, times, out[r], slots, None if arrivals is None else arrivals[r]))
     result = run_result(setup, tables, reps, serving, timelines)
     return dataclasses.replace(result, placement={**result.placement, "micro_batches": float(mb)})

@@ -17,8 +17,7 @@ same order, so results are the same to the bit.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
-from numba.typed import List
+from numba import njit
 
 AD, SD, SEQ_POOL, ASYNC_POOL = 0, 1, 2, 3
 KINDS = ("draft", "eager", "verify", "decode", "prefill")
@@ -174,7 +173,7 @@ def advance(mach, now):
 
 
 @njit(cache=True)
-def run_pass(mach, release, seg_m, seg_d, nseg, per_stage, kind, log):
+def run_pass(mach, release, seg_m, seg_d, nseg, per_stage, kind, logs):
     """Book segments in order from ``release``: (start of the first, end of the last). ``mach[5][0]``
     afterwards holds when the pass cleared the first pipeline stage."""
     st, en, cnt, busy, first_stage = mach[0], mach[1], mach[2], mach[3], mach[5]
@@ -199,34 +198,41 @@ def run_pass(mach, release, seg_m, seg_d, nseg, per_stage, kind, log):
         if m < per_stage:
             first_stage[0] = t
         busy[m] += dur
-        if log[0]:
-            log[1].append(m)
-            log[2].append(s)
-            log[3].append(t)
-            log[4].append(kind)
+        if logs[INTERVALS].shape[0]:  # the run keeps its timeline
+            _row(logs, INTERVALS, float(m), s, t, float(kind), 0.0, 0.0, 0.0)
     return (start if have_start else release), t
 
 
 # -- the logs -----------------------------------------------------------------------------------------
+# Append-only logs of one replica's run, one float64 array each (whole numbers stored exactly), rows
+# counted in ``logs[5]``; ``adsl.sim.result`` reads them. A full log stops the run with LOG_FULL and the
+# caller runs the replica again with twice the rows (runs are deterministic).
+JOBS, PASSES, EVENTS, ROUNDS, INTERVALS = range(5)
+WIDTHS = (3, 7, 3, 3, 4)  # kind, start, end | job, table, variant, n, ctx, q0, f | t, emitted, completed |
+# t, requests, drafted | machine, start, end, kind
+LOG_FULL = "adsl.sim.loop: log full"
+
+
 @njit(cache=True)
-def new_logs(record):
-    """Append-only logs of one replica's run (typed lists; ``adsl.sim.result`` reads them)."""
-    i64, f64 = types.int64, types.float64
-    jobs = (List.empty_list(i64), List.empty_list(f64), List.empty_list(f64))  # kind, start, end
-    # passes: job, table, variant, n, ctx, q0, f; a draft chain's steps share their job
-    passes = (
-        List.empty_list(i64),
-        List.empty_list(i64),
-        List.empty_list(i64),
-        List.empty_list(i64),
-        List.empty_list(f64),
-        List.empty_list(i64),
-        List.empty_list(f64),
-    )
-    events = (List.empty_list(f64), List.empty_list(f64), List.empty_list(i64))  # t, emitted, completed
-    rounds = (List.empty_list(f64), List.empty_list(i64), List.empty_list(i64))  # t, requests, drafted
-    intervals = (record, List.empty_list(i64), List.empty_list(f64), List.empty_list(f64), List.empty_list(i64))
-    return jobs, passes, events, rounds, intervals
+def _row(logs, k, a, b, c, d, e, f, g):
+    """Append a row to log ``k`` (its first columns of a..g); returns its index."""
+    log, n = logs[k], logs[5]
+    i = n[k]
+    if i >= log.shape[0]:
+        raise RuntimeError(LOG_FULL)
+    w = log.shape[1]
+    log[i, 0], log[i, 1], log[i, 2] = a, b, c
+    if w > 3:
+        log[i, 3] = d
+    if w > 4:
+        log[i, 4], log[i, 5], log[i, 6] = e, f, g
+    n[k] = i + 1
+    return i
+
+
+def new_logs(rows: tuple[int, ...]) -> tuple:
+    """Empty logs of ``rows`` rows each (intervals: 0 rows when the run keeps no timeline)."""
+    return (*(np.zeros((r, w)) for r, w in zip(rows, WIDTHS, strict=True)), np.zeros(5, np.int64))
 
 
 @njit(cache=True)
@@ -234,50 +240,32 @@ def _issue(mach, lay, logs, kind, release, g, p):
     """Book a job of GPU + link ``g`` and PIM ``p`` seconds (a replicated draft: on every stage at once);
     returns (job index, end). Its passes are logged by the caller."""
     stages, pim, per_stage, everywhere = lay
-    seg_m = np.empty(4 * CHUNKS * stages, np.int64)
-    seg_d = np.empty(4 * CHUNKS * stages)
+    seg_m, seg_d = mach[6], mach[7]
     if everywhere and stages > 1 and (kind == DRAFT or kind == EAGER):
         start, end = np.inf, -np.inf
         for s in range(stages):
             k = segments(g, p, stages, pim, s, seg_m, seg_d)
-            a, b = run_pass(mach, release, seg_m, seg_d, k, per_stage, kind, logs[4])
+            a, b = run_pass(mach, release, seg_m, seg_d, k, per_stage, kind, logs)
             start, end = min(start, a), max(end, b)
     else:
         k = segments(g, p, stages, pim, -1, seg_m, seg_d)
-        start, end = run_pass(mach, release, seg_m, seg_d, k, per_stage, kind, logs[4])
-    jobs = logs[0]
-    jobs[0].append(kind)
-    jobs[1].append(start)
-    jobs[2].append(end)
-    return len(jobs[0]) - 1, end
+        start, end = run_pass(mach, release, seg_m, seg_d, k, per_stage, kind, logs)
+    return _row(logs, JOBS, float(kind), start, end, 0.0, 0.0, 0.0, 0.0), end
 
 
 @njit(cache=True)
 def _log_pass(logs, job, table, variant, n, ctx, q0, f):
-    ps = logs[1]
-    ps[0].append(job)
-    ps[1].append(table)
-    ps[2].append(variant)
-    ps[3].append(n)
-    ps[4].append(ctx)
-    ps[5].append(q0)
-    ps[6].append(f)
+    _row(logs, PASSES, float(job), float(table), float(variant), float(n), float(ctx), float(q0), float(f))
 
 
 @njit(cache=True)
 def _round(logs, t, n, drafted):
-    rd = logs[3]
-    rd[0].append(t)
-    rd[1].append(n)
-    rd[2].append(drafted)
+    _row(logs, ROUNDS, float(t), float(n), float(drafted), 0.0, 0.0, 0.0, 0.0)
 
 
 @njit(cache=True)
 def _event(logs, t, emitted, completed):
-    ev = logs[2]
-    ev[0].append(t)
-    ev[1].append(emitted)
-    ev[2].append(completed)
+    _row(logs, EVENTS, float(t), float(emitted), float(completed), 0.0, 0.0, 0.0, 0.0)
 
 
 # -- passes -------------------------------------------------------------------------------------------
@@ -347,7 +335,7 @@ def waiting(rq, slots, t):
     """Requests queued by ``t`` (arrived, open loop) and not yet in a slot."""
     arrival, open_loop = rq[2], rq[3]
     n = rq[1].size
-    arrived = n if not open_loop else np.searchsorted(arrival, t, side="right")
+    arrived = n if not open_loop else _bisect_right(arrival, arrival.size, t)
     return max(0, arrived - slots[6][0])
 
 
@@ -587,6 +575,31 @@ def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times,
 
 # -- the pools (SADDLE-p, SADDLE-s, SADDLE) -----------------------------------------------------------
 @njit(cache=True)
+def _kth_largest(a, k):
+    """The k-th largest value of ``a`` (1-based): Wirth's selection on a copy."""
+    b = a.copy()
+    want = b.size - k
+    lo, hi = 0, b.size - 1
+    while lo < hi:
+        x = b[want]
+        i, j = lo, hi
+        while i <= j:
+            while b[i] < x:
+                i += 1
+            while x < b[j]:
+                j -= 1
+            if i <= j:
+                b[i], b[j] = b[j], b[i]
+                i += 1
+                j -= 1
+        if j < want:
+            lo = i
+        if want < i:
+            hi = j
+    return b[want]
+
+
+@njit(cache=True)
 def pool_admit(want, rq, slots, capacity, queries):
     """Draft tokens admitted per slot: the ``capacity - queries`` tokens with the highest running product
     of the draft's confidences over all slots, never more than ``want``. The product falls along a draft,
@@ -612,7 +625,7 @@ def pool_admit(want, rq, slots, capacity, queries):
         out[s] = 0
     if room <= 0:
         return out
-    v = np.partition(score, score.size - room)[score.size - room]  # the room-th largest score
+    v = _kth_largest(score, room)
     above = 0
     for x in score:
         above += x > v
@@ -881,33 +894,33 @@ def async_pool(d, capacity, complete, with_prefill, mach, lay, tab, logs, counts
 
 # -- one replica --------------------------------------------------------------------------------------
 @njit(cache=True)
-def _array(lst, dtype):
-    out = np.empty(len(lst), dtype)
-    for i in range(len(lst)):
-        out[i] = lst[i]
-    return out
-
-
-@njit(cache=True)
-def run_replica(mode, d, capacity, complete, with_prefill, record, tab, lay, n_machines, rq, n_slots, starts, stops):
-    """One replica's run. ``tab``: cost tables (draft, verify, decode, prefill as flat arrays; context step;
-    draft variants with FC on PIM; verify variants with attention on PIM); ``lay``: (stages, PIM machines,
-    machines per stage, replicated draft); ``rq``: the requests (prompt, output, arrival, open loop, runs,
-    flagged streams, continuing runs, draft lengths, adaptive, confidences, later confidences);
-    micro-batches are slots ``starts[i]..stops[i]``. Returns the logs as arrays, the counters and the
-    per-request times."""
-    n_req = rq[1].size
-    mach = (
+def machines(n_machines, stages):
+    """Empty machines: busy intervals (starts, ends, counts), busy seconds, events seen, the last pass's
+    first-stage end, and the segment buffers of one pass."""
+    return (
         np.zeros((n_machines, CAPACITY)),
         np.zeros((n_machines, CAPACITY)),
         np.zeros(n_machines, np.int64),
         np.zeros(n_machines),
         np.zeros(1, np.int64),
         np.zeros(1),
+        np.empty(4 * CHUNKS * stages, np.int64),
+        np.empty(4 * CHUNKS * stages),
     )
-    logs = new_logs(record)
+
+
+@njit(cache=True)
+def run_replica(mode, d, capacity, complete, with_prefill, logs, tab, lay, n_machines, rq, n_slots, starts, stops):
+    """One replica's run into ``logs`` (``new_logs``). ``tab``: cost tables (draft, verify, decode, prefill as
+    flat arrays; context step; draft variants with FC on PIM; verify variants with attention on PIM);
+    ``lay``: (stages, PIM machines, machines per stage, replicated draft); ``rq``: the requests (prompt,
+    output, arrival, open loop, runs, flagged streams, continuing runs, draft lengths, adaptive,
+    confidences, later confidences); micro-batches are slots ``starts[i]..stops[i]``. Returns the
+    counters and the per-request times (admitted, first token, done)."""
+    n_req = rq[1].size
+    mach = machines(n_machines, lay[0])
     counts = np.zeros(9, np.int64)  # draft FC on PIM, draft passes, attention on PIM, verify passes, pool stats
-    times = (np.full(n_req, np.nan), np.full(n_req, np.nan), np.full(n_req, np.nan))  # admitted, first, done
+    times = (np.full(n_req, np.nan), np.full(n_req, np.nan), np.full(n_req, np.nan))
     if rq[3]:  # open loop: slots start empty; requests enter as they arrive
         slots = (
             np.full(n_slots, n_req, np.int64),
@@ -934,27 +947,7 @@ def run_replica(mode, d, capacity, complete, with_prefill, record, tab, lay, n_m
         sequential_pool(d, capacity, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, starts, stops)
     else:
         async_pool(d, capacity, complete, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, starts, stops)
-    jobs, passes, events, rounds, iv = logs
-    i64, f64 = np.int64, np.float64
-    return (
-        (_array(jobs[0], i64), _array(jobs[1], f64), _array(jobs[2], f64)),
-        (
-            _array(passes[0], i64),
-            _array(passes[1], i64),
-            _array(passes[2], i64),
-            _array(passes[3], i64),
-            _array(passes[4], f64),
-            _array(passes[5], i64),
-            _array(passes[6], f64),
-        ),
-        (_array(events[0], f64), _array(events[1], f64), _array(events[2], i64)),
-        (_array(rounds[0], f64), _array(rounds[1], i64), _array(rounds[2], i64)),
-        (_array(iv[1], i64), _array(iv[2], f64), _array(iv[3], f64), _array(iv[4], i64)),
-        counts,
-        times,
-        mach[3],
-        slots[6][0],
-    )
+    return counts, times
 
 
 @njit(cache=True)
@@ -962,23 +955,16 @@ def round_time(tab, lay, n_machines, ad, d, k, batch, ctx):
     """One round of the whole ``batch`` cut into ``k`` micro-batches, on fresh machines: a decode pass, or
     d draft passes and a verification, per micro-batch; returns when the last ends."""
     stages, pim, per_stage = lay[0], lay[1], lay[2]
-    mach = (
-        np.zeros((n_machines, CAPACITY)),
-        np.zeros((n_machines, CAPACITY)),
-        np.zeros(n_machines, np.int64),
-        np.zeros(n_machines),
-        np.zeros(1, np.int64),
-        np.zeros(1),
+    mach = machines(n_machines, stages)
+    seg_m, seg_d = mach[6], mach[7]
+    logs = (
+        np.zeros((0, 3)),
+        np.zeros((0, 7)),
+        np.zeros((0, 3)),
+        np.zeros((0, 3)),
+        np.zeros((0, 4)),
+        np.zeros(5, np.int64),
     )
-    log = (
-        False,
-        List.empty_list(types.int64),
-        List.empty_list(types.float64),
-        List.empty_list(types.float64),
-        List.empty_list(types.int64),
-    )
-    seg_m = np.empty(4 * CHUNKS * stages, np.int64)
-    seg_d = np.empty(4 * CHUNKS * stages)
     n = -(-batch // k)
     step = tab[8]
     end = 0.0
@@ -986,14 +972,14 @@ def round_time(tab, lay, n_machines, ad, d, k, batch, ctx):
         if ad:
             g, p = at(tab[4], tab[5], n, ctx, step)
             c = segments(g, p, stages, pim, -1, seg_m, seg_d)
-            end = max(end, run_pass(mach, 0.0, seg_m, seg_d, c, per_stage, 0, log)[1])
+            end = max(end, run_pass(mach, 0.0, seg_m, seg_d, c, per_stage, 0, logs)[1])
             continue
         t = 0.0
         for j in range(d):
             _, g, p = draft_pass(tab[0], tab[1], n, ctx + j, step)
             c = segments(g, p, stages, pim, -1, seg_m, seg_d)
-            t = run_pass(mach, t, seg_m, seg_d, c, per_stage, 0, log)[1]
+            t = run_pass(mach, t, seg_m, seg_d, c, per_stage, 0, logs)[1]
         _, _, _, g, p = verify_pass(tab[2], tab[3], n, ctx, float(d + 1), step)
         c = segments(g, p, stages, pim, -1, seg_m, seg_d)
-        end = max(end, run_pass(mach, t, seg_m, seg_d, c, per_stage, 0, log)[1])
+        end = max(end, run_pass(mach, t, seg_m, seg_d, c, per_stage, 0, logs)[1])
     return end

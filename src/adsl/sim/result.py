@@ -76,9 +76,32 @@ class ReplicaLog:
     slots: int
 
     @classmethod
-    def of(cls, res, out, slots, arrival) -> ReplicaLog:
-        jobs, passes, ev, rd, iv, counts, times, _busy, _next = res
-        return cls(*jobs, *passes, *ev, *rd, iv, counts, *times, out, arrival, slots)
+    def of(cls, logs, counts, times, out, slots, arrival) -> ReplicaLog:
+        """From ``loop.run_replica``'s logs (float arrays, whole numbers stored exactly), counters and times."""
+        rows = [log[:n] for log, n in zip(logs[:5], logs[5], strict=True)]
+        jobs, passes, events, rounds, iv = rows
+        i64 = np.int64
+        return cls(
+            jobs[:, 0].astype(i64),
+            jobs[:, 1].copy(),
+            jobs[:, 2].copy(),
+            *(passes[:, k].astype(i64) for k in range(4)),
+            passes[:, 4].copy(),
+            passes[:, 5].astype(i64),
+            passes[:, 6].copy(),
+            events[:, 0].copy(),
+            events[:, 1].copy(),
+            events[:, 2].astype(i64),
+            rounds[:, 0].copy(),
+            rounds[:, 1].astype(i64),
+            rounds[:, 2].astype(i64),
+            (iv[:, 0].astype(i64), iv[:, 1].copy(), iv[:, 2].copy(), iv[:, 3].astype(i64)),
+            counts,
+            *times,
+            out,
+            arrival,
+            slots,
+        )
 
 
 def window(rep: ReplicaLog, serving) -> tuple[float, float]:
