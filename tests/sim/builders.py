@@ -5,6 +5,7 @@ import dataclasses
 import numpy as np
 
 from adsl.fitting.generator import CONTINUED, FIRST, running_product_lengths
+from adsl.sim import core
 from adsl.sim.setup import Setup
 from adsl.sim.timing import Schedule
 
@@ -64,3 +65,18 @@ def inputs(seed, x, n, t=140, flagged=False):
     out = rng.integers(8, 50, (x, n))
     lengths = np.stack([running_product_lengths(c, 0.5, 12) for c in conf])
     return conf, later, acc, out, lengths
+
+
+def logged(monkeypatch, *args, **kw):
+    """``core.simulate_core(*args, **kw)``, its pass tables and the replicas' logs it turned into its result."""
+    seen = {}
+    inner = core.run_result
+
+    def spy(setup_, tables, reps, serving, timelines):
+        seen.update(tables=tables, reps=reps)
+        return inner(setup_, tables, reps, serving, timelines)
+
+    with monkeypatch.context() as m:
+        m.setattr(core, "run_result", spy)
+        res = core.simulate_core(*args, **kw)
+    return res, seen["tables"], seen["reps"]

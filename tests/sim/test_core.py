@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import adsl.sim.core as core
 from adsl.fitting.generator import running_product_lengths
 from adsl.sim.batching import Continuous
 from adsl.sim.core import simulate_core
@@ -17,7 +16,7 @@ from adsl.sim.result import union_length
 from adsl.sim.setup import SimError
 from adsl.sim.tables import Layout, PassTables
 from adsl.sim.timing import Schedule
-from tests.sim.builders import GPU, PIM_DRAFT, pim_sd, pooled, setup, streams
+from tests.sim.builders import GPU, PIM_DRAFT, logged, pim_sd, pooled, setup, streams
 
 PAIR = "OPT-66B"
 CASES = [
@@ -34,17 +33,8 @@ CASES = [
 
 def _logged(monkeypatch, *args, **kw):
     """``simulate_core(*args, **kw)`` and the replicas' logs it turned into its result."""
-    seen = {}
-    inner = core.run_result
-
-    def spy(setup_, tables, reps, serving, timelines):
-        seen["reps"] = reps
-        return inner(setup_, tables, reps, serving, timelines)
-
-    with monkeypatch.context() as m:
-        m.setattr(core, "run_result", spy)
-        res = simulate_core(*args, **kw)
-    return res, seen["reps"]
+    res, _, reps = logged(monkeypatch, *args, **kw)
+    return res, reps
 
 
 def _run_case(monkeypatch, models, setup_, serving, x=2, out=None):

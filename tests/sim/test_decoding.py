@@ -11,30 +11,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import adsl.sim.core as core
 from adsl.fitting.generator import CONTINUED, FIRST, as_flags, running_product_lengths
 from adsl.sim.batching import Continuous
 from adsl.sim.core import simulate_core
 from adsl.sim.setup import PREFILL_MAPPING, Setup, SimError
 from adsl.sim.timing import CostTable, Schedule, batch_pass
-from tests.sim.builders import GPU, PIM, pooled, setup
+from tests.sim.builders import GPU, PIM, logged, pooled, setup
 
 PAIR = "OPT-66B"
 
 
 def _logged(monkeypatch, *args, **kw):
     """``simulate_core(*args, **kw)`` and the replicas' logs it turned into its result."""
-    seen = {}
-    inner = core.run_result
-
-    def spy(setup_, tables, reps, serving, timelines):
-        seen["reps"] = reps
-        return inner(setup_, tables, reps, serving, timelines)
-
-    with monkeypatch.context() as m:
-        m.setattr(core, "run_result", spy)
-        res = simulate_core(*args, **kw)
-    return res, seen["reps"]
+    res, _, reps = logged(monkeypatch, *args, **kw)
+    return res, reps
 
 
 def _groups(res, slots):

@@ -9,7 +9,6 @@ import re
 import numpy as np
 import pytest
 
-import adsl.sim.core as core
 from adsl.fitting.generator import running_product_lengths
 from adsl.sim import loop
 from adsl.sim.batching import Continuous
@@ -18,23 +17,9 @@ from adsl.sim.setup import PREFILL_MAPPING, SimError
 from adsl.sim.tables import Layout, PassTable, PassTables, flip, micro_batches
 from adsl.sim.timing import CTX_STEP, Schedule
 from tests.sim.builders import GPU, PIM, pooled, setup, streams
+from tests.sim.builders import logged as _logged
 
 PAIR = "OPT-66B"
-
-
-def _logged(monkeypatch, *args, **kw):
-    """``simulate_core(*args, **kw)``, its pass tables and the replicas' logs it turned into its result."""
-    seen = {}
-    inner = core.run_result
-
-    def spy(setup_, tables, reps, serving, timelines):
-        seen.update(tables=tables, reps=reps)
-        return inner(setup_, tables, reps, serving, timelines)
-
-    with monkeypatch.context() as m:
-        m.setattr(core, "run_result", spy)
-        res = simulate_core(*args, **kw)
-    return res, seen["tables"], seen["reps"]
 
 
 # -- flip -----------------------------------------------------------------------------------------------

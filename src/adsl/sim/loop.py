@@ -642,6 +642,29 @@ def pool_admit(want, rq, slots, capacity, queries):
 
 
 @njit(cache=True)
+def admit_pool(want, rq, slots, capacity, sel, counts):
+    """Pool admission of the entries of slots ``sel`` (``pool_admit``); counts the largest pool so far."""
+    lv = pool_admit(want, rq, slots, capacity, sel.sum())
+    pooled = 0
+    for s in range(sel.size):
+        pooled += lv[s] + 1 if sel[s] else 0
+    counts[8] = max(counts[8], pooled)
+    return lv
+
+
+@njit(cache=True)
+def pooled_verify(mach, lay, tab, logs, counts, release, sel, ctx, lv):
+    """One verification of the pool: slots ``sel`` with their admitted tokens; returns (end, requests)."""
+    n, total, q = 0, 0.0, 0
+    for s in range(sel.size):
+        if sel[s]:
+            n += 1
+            total += ctx[s]
+            q += lv[s] + 1
+    return verify(mach, lay, tab, logs, counts, release, n, total / n, q / n), n
+
+
+@njit(cache=True)
 def sequential_pool(d, capacity, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, starts, stops):
     """SADDLE-p: every micro-batch drafts, one pooled pass verifies them all, again. A full pool cuts
     drafts short: the C tokens most likely to pass are drafted, the others are not."""
@@ -660,27 +683,14 @@ def sequential_pool(d, capacity, with_prefill, mach, lay, tab, logs, counts, tim
         for i in range(starts.size):
             want[starts[i] : stops[i]] = fresh_lengths(rq, slots, starts[i], stops[i], d, d)
         act = left > 0
-        queries = act.sum()
         for s in range(n_slots):
             want[s] = min(want[s], d) if act[s] else 0
-        lv = pool_admit(want, rq, slots, capacity, queries)
-        for s in range(n_slots):
-            lv[s] = lv[s] if act[s] else 0
-        pooled = 0
-        for s in range(n_slots):
-            pooled += lv[s] + 1 if act[s] else 0
-        counts[8] = max(counts[8], pooled)
+        lv = admit_pool(want, rq, slots, capacity, act, counts)
         ready = t
         for i in range(starts.size):
             a, b = starts[i], stops[i]
             ready = max(ready, draft_chain(mach, lay, tab, logs, counts, DRAFT, t, lv[a:b], ctx[a:b], 0.0))
-        n, total, q = 0, 0.0, 0
-        for s in range(n_slots):
-            if act[s]:
-                n += 1
-                total += ctx[s]
-                q += lv[s] + 1
-        end = verify(mach, lay, tab, logs, counts, ready, n, total / n, q / n)
+        end, n = pooled_verify(mach, lay, tab, logs, counts, ready, act, ctx, lv)
         _round(logs, end, n, lv.sum())
         t = end
         for i in range(starts.size):
@@ -872,19 +882,9 @@ def async_pool(d, capacity, complete, with_prefill, mach, lay, tab, logs, counts
         want = np.zeros(n_slots, np.int64)
         for s in range(n_slots):
             want[s] = min(offered[s], d) if sel[s] else 0
-        lv = pool_admit(want, rq, slots, capacity, sel.sum())
-        pooled = 0
-        for s in range(n_slots):
-            pooled += lv[s] + 1 if sel[s] else 0
-        counts[8] = max(counts[8], pooled)
+        lv = admit_pool(want, rq, slots, capacity, sel, counts)
         advance(mach, min(start, verifier_free))
-        n, total, q = 0, 0.0, 0
-        for s in range(n_slots):
-            if sel[s]:
-                n += 1
-                total += ctx[s]
-                q += lv[s] + 1
-        end = verify(mach, lay, tab, logs, counts, start, n, total / n, q / n)
+        end, n = pooled_verify(mach, lay, tab, logs, counts, start, sel, ctx, lv)
         verifier_free = mach[5][0]
         _round(logs, end, n, 0)
         _finish(
