@@ -31,7 +31,7 @@ NONE = -1.0  # "no time" (a request left to arrive: never)
 
 
 # -- cost look-ups ------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def at(gpu, pim, n, ctx, step):
     """(GPU + link s, PIM s) of a pass over ``n`` requests at mean context ``ctx``: linear in context between
     the grid points of tables ``gpu`` / ``pim`` (requests x context grid)."""
@@ -43,7 +43,7 @@ def at(gpu, pim, n, ctx, step):
     return gpu[n, i] * (1 - f) + gpu[n, i + 1] * f, pim[n, i] * (1 - f) + pim[n, i + 1] * f
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def draft_pass(dg, dp, n, ctx, step):
     """(variant, GPU s, PIM s): the faster draft-table variant (the scheduler's FC placement); ties keep
     the lower variant."""
@@ -55,7 +55,7 @@ def draft_pass(dg, dp, n, ctx, step):
     return bv, bg, bp
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def verify_pass(vg, vp, n, ctx, q, step):
     """(variant, integer q, weight of q + 1, GPU s, PIM s): linear between the integer-q tables."""
     nq = vg.shape[1]
@@ -102,7 +102,7 @@ def segments(gpu_s, pim_s, stages, pim, stage, seg_m, seg_d):
     return k
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _bisect_right(a, n, x):
     lo, hi = 0, n
     while lo < hi:
@@ -213,7 +213,7 @@ WIDTHS = (3, 7, 3, 3, 4)  # kind, start, end | job, table, variant, n, ctx, q0, 
 LOG_FULL = "adsl.sim.loop: log full"
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _row(logs, k, a, b, c, d, e, f, g):
     """Append a row to log ``k`` (its first columns of a..g); returns its index."""
     log, n = logs[k], logs[5]
@@ -231,8 +231,9 @@ def _row(logs, k, a, b, c, d, e, f, g):
 
 
 def new_logs(rows: tuple[int, ...]) -> tuple:
-    """Empty logs of ``rows`` rows each (intervals: 0 rows when the run keeps no timeline)."""
-    return (*(np.zeros((r, w)) for r, w in zip(rows, WIDTHS, strict=True)), np.zeros(5, np.int64))
+    """Empty logs of ``rows`` rows each (intervals: 0 rows when the run keeps no timeline). Uninitialised:
+    only the rows counted in ``logs[5]`` are ever read, and zeroing them cost more than a replica's run."""
+    return (*(np.empty((r, w)) for r, w in zip(rows, WIDTHS, strict=True)), np.zeros(5, np.int64))
 
 
 @njit(cache=True)
@@ -253,17 +254,17 @@ def _issue(mach, lay, logs, kind, release, g, p):
     return _row(logs, JOBS, float(kind), start, end, 0.0, 0.0, 0.0, 0.0), end
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _log_pass(logs, job, table, variant, n, ctx, q0, f):
     _row(logs, PASSES, float(job), float(table), float(variant), float(n), float(ctx), float(q0), float(f))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _round(logs, t, n, drafted):
     _row(logs, ROUNDS, float(t), float(n), float(drafted), 0.0, 0.0, 0.0, 0.0)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _event(logs, t, emitted, completed):
     _row(logs, EVENTS, float(t), float(emitted), float(completed), 0.0, 0.0, 0.0, 0.0)
 
@@ -281,19 +282,20 @@ def draft_chain(mach, lay, tab, logs, counts, kind, release, lengths, ctx, offse
         return release
     dg, dp, step, fc_on_pim = tab[0], tab[1], tab[8], tab[9]
     var = np.empty(k, np.int64)
-    ns = np.empty(k, np.int64)
-    cs = np.empty(k)
+    ns = np.zeros(k, np.int64)
+    cs = np.zeros(k)
+    for i in range(lengths.size):  # request by request: each step's context sum adds in slot order
+        c = ctx[i] + offset
+        for j in range(lengths[i]):
+            ns[j] += 1
+            cs[j] += c
     g_s, p_s = 0.0, 0.0
     on_pim = 0
     for j in range(k):
-        n, total = 0, 0.0
-        for i in range(lengths.size):
-            if lengths[i] > j:
-                n += 1
-                total += ctx[i] + offset
-        c = total / max(n, 1) + j
+        n = ns[j]
+        c = cs[j] / max(n, 1) + j
         v, g, p = draft_pass(dg, dp, n, c, step)
-        var[j], ns[j], cs[j] = v, n, c
+        var[j], cs[j] = v, c
         g_s += g
         p_s += p
         on_pim += fc_on_pim[v]
@@ -330,7 +332,7 @@ def prefill(mach, lay, tab, logs, release, n):
 
 
 # -- requests in slots --------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def waiting(rq, slots, t):
     """Requests queued by ``t`` (arrived, open loop) and not yet in a slot."""
     arrival, open_loop = rq[2], rq[3]
@@ -339,7 +341,7 @@ def waiting(rq, slots, t):
     return max(0, arrived - slots[6][0])
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def next_arrival(rq, slots):
     """When the next request not yet admitted arrives (NONE: none left)."""
     nid = slots[6][0]
@@ -352,6 +354,7 @@ def next_arrival(rq, slots):
 def admit(rq, slots, free, t):
     """Slots in ``free`` take the requests queued by ``t``, in slot order; returns the slots that got one."""
     cur, pos, left, ctx, next_id = slots[0], slots[1], slots[2], slots[3], slots[6]
+    prompt, out = rq[0], rq[1]
     take = waiting(rq, slots, t)
     admitted = np.zeros(free.size, np.bool_)
     for s in range(free.size):
@@ -360,7 +363,7 @@ def admit(rq, slots, free, t):
         if free[s]:
             i = next_id[0]
             next_id[0] += 1
-            cur[s], pos[s], left[s], ctx[s] = i, 0, rq[1][i], rq[0][i]
+            cur[s], pos[s], left[s], ctx[s] = i, 0, out[i], prompt[i]
             admitted[s] = True
             take -= 1
     return admitted
@@ -370,10 +373,11 @@ def admit(rq, slots, free, t):
 def start_requests(mach, lay, tab, logs, times, slots, admitted, t, with_prefill):
     """The requests just admitted to ``admitted`` slots enter at ``t`` (prefilled when asked); returns when
     their micro-batch may go on."""
+    cur, t_admit, t_first = slots[0], times[0], times[1]
     n = 0
     for s in range(admitted.size):
         if admitted[s]:
-            times[0][slots[0][s]] = t
+            t_admit[cur[s]] = t
             n += 1
     if n == 0:
         return t
@@ -381,7 +385,7 @@ def start_requests(mach, lay, tab, logs, times, slots, admitted, t, with_prefill
         t = prefill(mach, lay, tab, logs, t, n)
     for s in range(admitted.size):
         if admitted[s]:
-            times[1][slots[0][s]] = t
+            t_first[cur[s]] = t
     return t
 
 
@@ -390,13 +394,14 @@ def settle(mach, lay, tab, logs, times, rq, slots, a, b, t, emitted, verified, w
     """After slots a..b emitted ``emitted`` at ``t``: record finished requests, refill their slots (and,
     open loop, idle ones) from the queue; returns when the micro-batch may go on."""
     cur, left, held, cont = slots[0], slots[2], slots[4], slots[5]
+    t_done = times[2]
     finished = 0
     total = 0.0
     for s in range(a, b):
         total += emitted[s - a]
         if verified[s - a] and left[s] == 0:
             finished += 1
-            times[2][cur[s]] = t
+            t_done[cur[s]] = t
             cont[s] = False
             held[s] = 0
     _event(logs, t, total, finished)
@@ -414,7 +419,7 @@ def settle(mach, lay, tab, logs, times, rq, slots, a, b, t, emitted, verified, w
 
 
 # -- micro-batches on their own (AD, SD) ---------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _push(ht, hi, size, t, i):
     """Binary heap of (time, group); a group has at most one entry, so (time, group) pairs are distinct."""
     k = size
@@ -429,7 +434,7 @@ def _push(ht, hi, size, t, i):
     return size + 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _pop(ht, hi, size):
     t, i = ht[0], hi[0]
     size -= 1
@@ -455,9 +460,10 @@ def fresh_lengths(rq, slots, a, b, d, cap):
     cur, pos, left = slots[0], slots[1], slots[2]
     out = np.zeros(b - a, np.int64)
     last = rq[1].size - 1
+    lengths, adaptive = rq[7], rq[8]
     for s in range(a, b):
         if left[s] > 0:
-            out[s - a] = min(rq[7][min(cur[s], last), pos[s]], cap) if rq[8] else d
+            out[s - a] = min(lengths[min(cur[s], last), pos[s]], cap) if adaptive else d
     return out
 
 
@@ -468,6 +474,7 @@ def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times,
     queued requests, in the order rounds end). Open loop: a group with nothing in flight admits what has
     arrived, or waits for the next arrival."""
     cur, pos, left, ctx = slots[0], slots[1], slots[2], slots[3]
+    runs, open_loop = rq[4], rq[3]
     groups = starts.size
     n_slots = cur.size
     last = rq[1].size - 1
@@ -502,7 +509,7 @@ def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times,
                     ctx[s] += e
                     pos[s] += e
                 st_k[i] += 1
-                if st_k[i] < st_first[i] and (not rq[3] or n == b - a or waiting(rq, slots, t) == 0):
+                if st_k[i] < st_first[i] and (not open_loop or n == b - a or waiting(rq, slots, t) == 0):
                     _event(logs, t, float(n), 0)  # nobody finished, nobody admitted
                     size = _push(ht, hi, size, t, i)
                     continue
@@ -522,7 +529,7 @@ def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times,
         for s in range(a, b):
             busy |= left[s] > 0
         if not stretch[i] and not busy:
-            if not rq[3]:
+            if not open_loop:
                 continue
             if waiting(rq, slots, t):
                 free = np.zeros(n_slots, np.bool_)
@@ -564,7 +571,7 @@ def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times,
             end = verify(mach, lay, tab, logs, counts, t, n, total / n, (drafted + n) / n)
             for s in range(a, b):
                 if act[s]:
-                    acc = min(rq[4][min(cur[s], last), pos[s]], lengths[s - a])
+                    acc = min(runs[min(cur[s], last), pos[s]], lengths[s - a])
                     emitted[s], adv[s] = min(acc + 1, left[s]), acc + 1
                 else:
                     emitted[s], adv[s] = 0, 1
@@ -609,19 +616,18 @@ def pool_admit(want, rq, slots, capacity, queries):
     if want.sum() <= room:
         return out
     cur, pos = slots[0], slots[1]
+    first, later = rq[9], rq[10]
     last = rq[1].size - 1
     n_slots = want.size
-    width = 0
-    for s in range(n_slots):
-        width = max(width, want[s])
-    score = np.full(n_slots * width, -1.0)
+    score = np.empty(want.sum())  # slot by slot, each request's tokens in draft order
+    i = 0
     for s in range(n_slots):
         r = min(cur[s], last)
         h = 1.0
         for j in range(want[s]):
-            h *= np.float64(rq[9][r, pos[s]] if j == 0 else rq[10][r, pos[s] + j])
-            score[s * width + j] = h
-    for s in range(n_slots):
+            h *= np.float64(first[r, pos[s]] if j == 0 else later[r, pos[s] + j])
+            score[i] = h
+            i += 1
         out[s] = 0
     if room <= 0:
         return out
@@ -630,9 +636,11 @@ def pool_admit(want, rq, slots, capacity, queries):
     for x in score:
         above += x > v
     ties = room - above
+    i = 0
     for s in range(n_slots):
-        for j in range(want[s]):
-            x = score[s * width + j]
+        for _ in range(want[s]):
+            x = score[i]
+            i += 1
             if x > v:
                 out[s] += 1
             elif x == v and ties > 0:
@@ -669,6 +677,7 @@ def sequential_pool(d, capacity, with_prefill, mach, lay, tab, logs, counts, tim
     """SADDLE-p: every micro-batch drafts, one pooled pass verifies them all, again. A full pool cuts
     drafts short: the C tokens most likely to pass are drafted, the others are not."""
     cur, pos, left, ctx = slots[0], slots[1], slots[2], slots[3]
+    runs = rq[4]
     n_slots = cur.size
     last = rq[1].size - 1
     t = 0.0
@@ -699,7 +708,7 @@ def sequential_pool(d, capacity, with_prefill, mach, lay, tab, logs, counts, tim
             emitted = np.zeros(b - a, np.int64)
             for s in range(a, b):
                 if left[s] > 0:
-                    acc = min(rq[4][min(cur[s], last), pos[s]], lv[s])
+                    acc = min(runs[min(cur[s], last), pos[s]], lv[s])
                     verified[s - a] = True
                     emitted[s - a] = min(acc + 1, left[s])
                     left[s] -= emitted[s - a]
@@ -732,6 +741,7 @@ def draft_fresh(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops,
     micro-batch's chain starts when its last drafting slot is released)."""
     cur, pos, left, ctx, held = slots[0], slots[1], slots[2], slots[3], slots[4]
     ready, offered, full = pool[0], pool[1], pool[2]
+    lengths = rq[7]
     last = rq[1].size - 1
     n_slots = cur.size
     fresh = np.zeros(n_slots, np.int64)
@@ -740,7 +750,7 @@ def draft_fresh(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops,
         if not sel[s]:
             continue
         act = left[s] > 0
-        full[s] = min(rq[7][min(cur[s], last), pos[s]], 2 * d + 1) if act else 0
+        full[s] = min(lengths[min(cur[s], last), pos[s]], 2 * d + 1) if act else 0
         fresh[s] = min(full[s], d) if act and held[s] == 0 else 0
         offered[s] = held[s] if held[s] > 0 else fresh[s]
         ready[s] = releases[s]
@@ -790,6 +800,7 @@ def _finish(d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, poo
     """Eager drafting of the verified requests during the pass, then acceptance and their next entries."""
     cur, pos, left, ctx, held, cont = slots[0], slots[1], slots[2], slots[3], slots[4], slots[5]
     offered, full = pool[1], pool[2]
+    runs, flagged, cont_runs, t_done = rq[4], rq[5], rq[6], times[2]
     n_slots = cur.size
     last = rq[1].size - 1
     extra = np.zeros(n_slots, np.int64)
@@ -813,7 +824,7 @@ def _finish(d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, poo
         if not sel[s]:  # only verified slots accept, keep or lose tokens
             continue
         r = min(cur[s], last)
-        run = rq[6][r, pos[s]] if rq[5] and cont[s] else rq[4][r, pos[s]]
+        run = cont_runs[r, pos[s]] if flagged and cont[s] else runs[r, pos[s]]
         acc = min(run, lv[s])
         rest = offered[s] + extra[s] - lv[s]
         bonus = acc == lv[s] and run > lv[s] and rest > 0
@@ -838,7 +849,7 @@ def _finish(d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, poo
             cont[s] = False
             held[s] = 0
             completed += 1
-            times[2][cur[s]] = end
+            t_done[cur[s]] = end
         tokens += emitted[s]
         free[s] = sel[s] and left[s] == 0
     _event(logs, end, float(tokens), completed)
