@@ -61,10 +61,13 @@ def _context():
     return ws, sim, synthetic_models(sim.categories), dict.fromkeys(sim.categories, 0.3)
 
 
-def time_points(systems, replicas: int | None = None, loop_only: bool = False) -> dict[str, float]:
+def time_points(
+    systems, replicas: int | None = None, loop_only: bool = False, workers: int | None = None
+) -> dict[str, float]:
     """Seconds of ``simulate_point`` (the simulator alone: its inputs are drawn beforehand) per system at
-    batch 128, OPT-66B, the best of two runs; ``loop_only``: of its calls of the event loop alone (without
-    building the cost tables and the result)."""
+    batch 128, OPT-66B, the best of two runs, its replicas ``workers`` at once (default: one thread per
+    CPU); ``loop_only``: of its calls of the event loop alone (without building the cost tables and the
+    result), summed over the replicas."""
     import dataclasses
 
     from adsl.sim import core
@@ -91,7 +94,7 @@ def time_points(systems, replicas: int | None = None, loop_only: bool = False) -
             core.loop.run_replica = timed
             t0 = time.perf_counter()
             try:
-                simulate_point(inputs)
+                simulate_point(inputs, workers=workers)
             finally:
                 core.loop.run_replica = loop
             times.append(spent[0] if loop_only else time.perf_counter() - t0)
@@ -146,18 +149,28 @@ def sweep() -> tuple[float, int]:
 
 def main(quick: bool = False) -> None:
     compiled = time_points(AT_128)  # compiles (or loads the cache) first: the first run is not timed
-    loop_4 = time_points(AT_128, loop_only=True)
+    one_thread = time_points(AT_128, workers=1)
+    loop_4 = time_points(AT_128, loop_only=True, workers=1)
     reps = 1  # the uncompiled loop is slow: one replica each, against the compiled loop's one replica
     loop_1 = time_points(AT_128, replicas=reps, loop_only=True)
     code = "import json, sys; sys.path.insert(0, 'benchmarks'); from bench_sim import time_points; "
     code += f"print(json.dumps(time_points({list(AT_128)!r}, replicas={reps}, loop_only=True)))"
     plain = _child(code, {"NUMBA_DISABLE_JIT": "1"})
-    print("per point at batch 128, OPT-66B (inputs drawn beforehand; 4 replicas of 4 x 128 requests):")
-    head = ("simulate_point", "its loop", "loop, 1 replica", "uncompiled", "ratio")
-    print(f"  {'system':8s} " + " ".join(f"{h:>{w}s}" for h, w in zip(head, (15, 9, 16, 11, 6), strict=True)))
+    from adsl.sim.core import cpus
+
+    cpus = cpus()
+    print(
+        "per point at batch 128, OPT-66B (inputs drawn beforehand; 4 replicas of 4 x 128 requests), "
+        f"replicas on {cpus} threads and on 1:"
+    )
+    head = (f"{cpus} threads", "1 thread", "its loop", "loop, 1 replica", "uncompiled", "ratio")
+    print(f"  {'system':8s} " + " ".join(f"{h:>{w}s}" for h, w in zip(head, (10, 9, 9, 16, 11, 6), strict=True)))
     for s in AT_128:
         ratio = plain[s] / loop_1[s]
-        print(f"  {s:8s} {compiled[s]:14.3f}s {loop_4[s]:8.3f}s {loop_1[s]:15.4f}s {plain[s]:10.2f}s {ratio:5.0f}x")
+        print(
+            f"  {s:8s} {compiled[s]:9.3f}s {one_thread[s]:8.3f}s {loop_4[s]:8.3f}s {loop_1[s]:15.4f}s "
+            f"{plain[s]:10.2f}s {ratio:5.0f}x"
+        )
     worst = max(compiled.values())
     print(
         f"  worst {worst:.3f} s a point (goal <= 0.05 s: {'met' if worst <= 0.05 else 'MISSED'}); the loop compiled vs "

@@ -24,6 +24,8 @@ batch; open loop, requests enter free slots once they have arrived.
 from __future__ import annotations
 
 import dataclasses
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -47,6 +49,14 @@ def log_rows(tokens: int, timelines: bool) -> tuple[int, ...]:
     return jobs, 4 * jobs, jobs, jobs, 16 * jobs if timelines else 0
 
 
+def cpus() -> int:
+    """CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def simulate_core(
     setup: Setup,
     pair: Pair,
@@ -59,13 +69,16 @@ def simulate_core(
     serving: Continuous | None = None,
     timelines: bool = False,
     arrivals=None,
+    workers: int | None = None,
 ) -> RunResult:
     """Run every replica. ``prompt_len``/``output_len`` (X, N) per request; ``accept`` (X, N, T) streams
     (bool or bit flags), ``draft_lengths`` (X, N, T) the adaptive rule's lengths from each position (for a
     pool: up to 2 d + 1), ``confidence``/``confidence_later`` (X, N, T) for the pool's ranking.
     ``timelines``: keep every segment's (machine, start, end, kind). ``arrivals`` (X, N), sorted: open-loop
     serving (``serving`` gives the slots and the prefill): requests enter free slots once they have
-    arrived, and results cover the window from the ``serving.warmup``-th arrival to the last one."""
+    arrived, and results cover the window from the ``serving.warmup``-th arrival to the last one.
+    ``workers``: replicas run at once, one thread each (default: the CPUs this process may use); results
+    do not depend on it."""
     prompt, out = requests(prompt_len, output_len)
     x, n_req = out.shape
     slots = n_req if serving is None else serving.slots
@@ -112,8 +125,9 @@ def simulate_core(
             cont = match_runs(accept.reshape(x * n_req, -1), True).reshape(runs.shape).astype(np.int64)
     later = confidence if confidence_later is None else confidence_later
     tab, lay = tables.flat(), layout_tuple(setup, layout)
-    reps = []
-    for r in range(x):
+    args = (mode, d, setup.pool_tokens, setup.pool_trigger == "complete", serving is not None and serving.prefill)
+
+    def replica(r: int) -> ReplicaLog:
         rq = (
             prompt[r],
             out[r],
@@ -127,7 +141,6 @@ def simulate_core(
             np.zeros((1, 1)) if confidence is None else np.asarray(confidence[r], np.float64),
             np.zeros((1, 1)) if later is None else np.asarray(later[r], np.float64),
         )
-        args = (mode, d, setup.pool_tokens, setup.pool_trigger == "complete", serving is not None and serving.prefill)
         rows = log_rows(int(out[r].sum()), timelines)
         while True:  # a log that fills up stops the run: again with twice the rows (runs are deterministic)
             logs = loop.new_logs(rows)
@@ -138,6 +151,14 @@ def simulate_core(
                 if loop.LOG_FULL not in str(exc):
                     raise
                 rows = tuple(2 * n for n in rows)
-        reps.append(ReplicaLog.of(logs, counts, times, out[r], slots, None if arrivals is None else arrivals[r]))
+        return ReplicaLog.of(logs, counts, times, out[r], slots, None if arrivals is None else arrivals[r])
+
+    # replicas are independent and the loop releases the GIL: one thread each, up to ``workers``
+    workers = min(x, workers or cpus())
+    if workers > 1:
+        with ThreadPoolExecutor(workers) as pool:
+            reps = list(pool.map(replica, range(x)))
+    else:
+        reps = [replica(r) for r in range(x)]
     result = run_result(setup, tables, reps, serving, timelines)
     return dataclasses.replace(result, placement={**result.placement, "micro_batches": float(mb)})

@@ -243,8 +243,8 @@ def learned_thresholds(policy, inputs: PolicyInputs, models, sim: SimulationSett
     return out
 
 
-def simulate_point(p: PointInputs, timelines: bool = False) -> RunResult:
-    """Run a point on the event loop."""
+def simulate_point(p: PointInputs, timelines: bool = False, workers: int | None = None) -> RunResult:
+    """Run a point on the event loop (``workers``: replicas at once, see ``simulate_core``)."""
     return simulate_core(
         p.setup,
         p.pair,
@@ -256,6 +256,7 @@ def simulate_point(p: PointInputs, timelines: bool = False) -> RunResult:
         p.confidence_later,
         p.serving,
         timelines,
+        workers=workers,
     )
 
 

@@ -920,7 +920,7 @@ def machines(n_machines, stages):
     )
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def run_replica(mode, d, capacity, complete, with_prefill, logs, tab, lay, n_machines, rq, n_slots, starts, stops):
     """One replica's run into ``logs`` (``new_logs``). ``tab``: cost tables (draft, verify, decode, prefill as
     flat arrays; context step; draft variants with FC on PIM; verify variants with attention on PIM);
