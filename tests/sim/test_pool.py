@@ -21,6 +21,7 @@ from tests.sim.builders import pooled, streams
 
 PAIR = "OPT-66B"
 NO_ROWS = np.zeros((1, 1), np.int64)
+NO_RUNS = np.zeros((1, 1), np.int32)
 
 
 # -- pool admission ----------------------------------------------------------------------------------------
@@ -34,9 +35,9 @@ def _admit(want, conf, later, pos, capacity, queries):
         np.full(n, 10, np.int64),  # output
         np.zeros(1),  # arrivals
         False,  # open loop
-        NO_ROWS,  # runs
+        NO_RUNS,  # runs
         False,  # flagged streams
-        NO_ROWS,  # continuing runs
+        NO_RUNS,  # continuing runs
         NO_ROWS,  # draft lengths
         False,  # adaptive
         np.ascontiguousarray(conf, np.float64),

@@ -37,7 +37,8 @@ from adsl.sim.result import ReplicaLog, RunResult, run_result
 from adsl.sim.setup import Setup, SimError, requests
 from adsl.sim.tables import Layout, PassTables, layout_tuple, micro_batches
 
-NO_ROWS = np.zeros((1, 1), np.int64)  # a stream array a mode does not read
+NO_RUNS = np.zeros((1, 1), np.int32)  # a stream array a mode does not read
+NO_ROWS = np.zeros((1, 1), np.int64)
 
 
 def log_rows(tokens: int, timelines: bool) -> tuple[int, ...]:
@@ -120,9 +121,9 @@ def simulate_core(
     mode = (loop.ASYNC_POOL if setup.eager else loop.SEQ_POOL) if setup.pool_tokens else loop.SD if sd else loop.AD
     runs = cont = None
     if sd:
-        runs = match_runs(accept.reshape(x * n_req, -1)).reshape(x, n_req, -1).astype(np.int64)
+        runs = match_runs(accept.reshape(x * n_req, -1)).reshape(x, n_req, -1).astype(np.int32)
         if accept.dtype != bool:  # flagged streams: a draft that continues a kept one reads other runs
-            cont = match_runs(accept.reshape(x * n_req, -1), True).reshape(runs.shape).astype(np.int64)
+            cont = match_runs(accept.reshape(x * n_req, -1), True).reshape(runs.shape).astype(np.int32)
     later = confidence if confidence_later is None else confidence_later
     tab, lay = tables.flat(), layout_tuple(setup, layout)
     args = (mode, d, setup.pool_tokens, setup.pool_trigger == "complete", serving is not None and serving.prefill)
@@ -133,9 +134,9 @@ def simulate_core(
             out[r],
             np.zeros(1) if arrivals is None else arrivals[r],
             arrivals is not None,
-            NO_ROWS if runs is None else runs[r],
+            NO_RUNS if runs is None else runs[r],
             cont is not None,
-            NO_ROWS if cont is None else cont[r],
+            NO_RUNS if cont is None else cont[r],
             NO_ROWS if draft_lengths is None else np.asarray(draft_lengths[r], np.int64),
             draft_lengths is not None,
             np.zeros((1, 1)) if confidence is None else np.asarray(confidence[r], np.float64),

@@ -136,18 +136,19 @@ class CostTable:
             {k: full(v) for k, v in c.by_class_s.items()},
         )
 
-    def _interp(self, table: np.ndarray, n, ctx):
-        n = np.asarray(n, dtype=np.int64)
-        pos = np.asarray(ctx, dtype=float) / CTX_STEP
-        i = np.minimum(pos.astype(np.int64), table.shape[1] - 2)
-        f = pos - i
-        return table[n, i] * (1 - f) + table[n, i + 1] * f
-
     def lookup(self, n, ctx) -> BatchCost:
-        n = np.broadcast_to(np.asarray(n), np.broadcast_shapes(np.shape(n), np.shape(ctx)))
+        n = np.broadcast_to(np.asarray(n), np.broadcast_shapes(np.shape(n), np.shape(ctx))).astype(np.int64)
+        pos = np.asarray(ctx, dtype=float) / CTX_STEP
+        i = np.minimum(pos.astype(np.int64), self.time_s.shape[1] - 2)
+        f = pos - i
+        g = 1 - f
+
+        def interp(table):  # the grid points' indices and weights are shared by every table
+            return table[n, i] * g + table[n, i + 1] * f
+
         return BatchCost(
-            self._interp(self.time_s, n, ctx),
-            self._interp(self.energy_j, n, ctx),
-            {k: self._interp(v, n, ctx) for k, v in self.busy_s.items()},
-            {k: self._interp(v, n, ctx) for k, v in self.by_class_s.items()},
+            interp(self.time_s),
+            interp(self.energy_j),
+            {k: interp(v) for k, v in self.busy_s.items()},
+            {k: interp(v) for k, v in self.by_class_s.items()},
         )
