@@ -279,3 +279,28 @@ def test_level_curve_moves_rate_and_lengths_with_the_shift(model):
     mid = len(rates) // 2
     assert _pmf_at(rates, pmfs[4], rates[mid]) == pytest.approx(pmfs[4][mid])
     assert _pmf_at(rates, pmfs[4], 2.0).sum() == pytest.approx(1.0)  # clamped beyond the grid
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    k=st.integers(2, 3),
+    seed=st.integers(0, 2**32 - 1),
+    ties=st.booleans(),
+)
+def test_mixture_likelihood_is_scipys_to_the_bit(k, seed, ties):
+    """The mixture's log-density (what every Nelder-Mead step evaluates) equals scipy's beta.logpdf and
+    logsumexp to the bit, so fits and model selection do not move with the fast path; ties between
+    components (each counted once in logsumexp) included."""
+    from scipy import special
+
+    rng = np.random.default_rng(seed)
+    x = dist.clip01(np.concatenate([[0.0, 1.0, 0.5], rng.beta(rng.uniform(0.2, 9), rng.uniform(0.2, 9), 500)]))
+    w = special.softmax(rng.normal(size=k))
+    a, b = np.exp(rng.uniform(-2, 3, k)), np.exp(rng.uniform(-2, 3, k))
+    if ties:
+        w[1], a[1], b[1] = w[0], a[0], b[0]
+    ref = special.logsumexp(
+        [np.log(wi) + stats.beta.logpdf(x, ai, bi) for wi, ai, bi in zip(w, a, b, strict=True)], axis=0
+    )
+    got = dist._mixture_logpdf(dist._log_terms(x), w, a, b)
+    assert np.array_equal(got, ref)
