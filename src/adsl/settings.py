@@ -12,9 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from adsl.sim.batching import Batching
-from adsl.sim.timing import Schedule
-
 SECTIONS = ("seed", "catalogues", "anchors_dir", "extensions", "roofline", "profiling", "acceptance", "simulation")
 
 
@@ -137,20 +134,94 @@ class AcceptanceSettings:
         return [p for p, how in self.pairs.items() if how.calibrate == source]
 
 
+# -- serving: request slots and micro-batches ------------------------------------------------------------
+# Request slots of a serving engine: static batches or continuous (iteration-level) batching.
+#
+# Static (the paper's per-batch-size evaluation as we first modelled it): ``slots`` requests start
+# together and the batch decodes until the last one finishes; nothing refills a finished slot.
+#
+# Continuous (Orca, OSDI'22; vLLM, SOSP'23): every slot holds a request while requests wait; a request
+# that finishes frees its slot and the next queued request takes it when its round ends (its prompt is
+# prefilled then, when ``prefill`` is on). Throughput is measured over a steady-state window: from the
+# ``warmup``-th completion (the first wave starts in lock-step) to the completion after which a freed slot
+# finds the queue empty (then the batch drains; ``adsl.sim.result.window``). The window is reported with
+# every result so a reader can see what it covered.
+#
+# The event loop (``adsl.sim.loop``) keeps the slots; here are their settings.
+BATCHING_MODES = ("static", "continuous")
+
+
+@dataclass(frozen=True)
+class Batching:
+    """How a configuration point fills its ``batch`` slots (``simulation.batching`` in the config)."""
+
+    mode: str = "static"
+    requests_per_slot: int = 4  # continuous: requests served per slot in one run (queue length / slots + 1)
+    warmup: float = 1.0  # continuous: the window opens after warmup x slots completions
+    prefill: bool = True  # continuous: charge each admitted request's prefill pass
+
+    def __post_init__(self):
+        if self.mode not in BATCHING_MODES:
+            raise ValueError(f"batching mode must be one of {BATCHING_MODES}, got {self.mode!r}")
+        if self.requests_per_slot < 1 or self.warmup < 0:
+            raise ValueError("batching: requests_per_slot >= 1 and warmup >= 0 needed")
+        if self.mode == "continuous" and self.warmup + 1 > self.requests_per_slot:
+            raise ValueError(
+                f"batching: with requests_per_slot {self.requests_per_slot} the queue empties before "
+                f"warmup {self.warmup} x slots requests have finished; the steady-state window would be empty"
+            )
+
+    def requests(self, slots: int) -> int:
+        """Requests one run serves."""
+        return slots if self.mode == "static" else slots * self.requests_per_slot
+
+    def serving(self, slots: int) -> Continuous | None:
+        """What an engine needs: None for a static batch."""
+        if self.mode == "static":
+            return None
+        return Continuous(slots, int(round(self.warmup * slots)), self.prefill)
+
+
+@dataclass(frozen=True)
+class Continuous:
+    """Continuous batching of one engine run: ``slots`` in flight, the window opens after ``warmup``
+    completions, ``prefill`` charges admitted requests' prompts."""
+
+    slots: int
+    warmup: int
+    prefill: bool = True
+
+
+@dataclass(frozen=True)
+class MicroBatching:
+    """How a hardware system cuts a pass over its batch (``simulation.systems.<system>`` in the config)."""
+
+    micro_batches: int = 1  # pipeline micro-batches (pipeline_stages > 1) or overlapped sub-batches
+    overlap: bool = False  # overlap GPU and PIM work of different sub-batches (no pipeline stages)
+    # "best": one batch or M micro-batches, whichever is faster; "always": M micro-batches, each passed
+    # on its own (the SpecPIM-style baselines verify every micro-batch separately; SADDLE's Shared Pool
+    # is what merges them)
+    split: str = "best"
+
+    def __post_init__(self):
+        if self.split not in ("best", "always"):
+            raise ValueError(f"MicroBatching.split must be 'best' or 'always', got {self.split!r}")
+
+
 @dataclass(frozen=True)
 class SystemChoice:
     """Which hardware system each family of simulated systems runs on, the Shared Pool's capacity and
-    each hardware system's micro-batch schedule."""
+    each hardware system's micro-batching."""
 
     gpu_system: str
     pim_system: str
     motivation_system: str
     saddle_system: str
     pool_tokens: int
-    schedules: Mapping[str, Schedule]
+    micro_batching: Mapping[str, MicroBatching]
 
-    def schedule(self, system: str) -> Schedule:
-        return self.schedules.get(system, Schedule())
+    def micro_batching_of(self, system: str) -> MicroBatching:
+        return self.micro_batching.get(system, MicroBatching())
 
 
 @dataclass(frozen=True)
@@ -271,8 +342,8 @@ class SimulationSettings:
     def parse(cls, sim: Mapping[str, Any]) -> SimulationSettings:
         sys = dict(sim["systems"])
         roles = ("gpu_system", "pim_system", "motivation_system", "saddle_system", "pool_tokens")
-        schedules = {
-            k: Schedule(micro_batches=v.get("micro_batches", 1), overlap=v.get("overlap", False))
+        micro = {
+            k: MicroBatching(micro_batches=v.get("micro_batches", 1), overlap=v.get("overlap", False))
             for k, v in sys.items()
             if k not in roles
         }
@@ -290,7 +361,7 @@ class SimulationSettings:
             micro_batch_verification=sim["micro_batch_verification"],
             static_power=sim["static_power"],
             tau_light_load=LightLoad(**sim["tau_light_load"]),
-            systems=SystemChoice(**{k: sys[k] for k in roles}, schedules=_frozen(schedules)),
+            systems=SystemChoice(**{k: sys[k] for k in roles}, micro_batching=_frozen(micro)),
             policies=PolicySettings(**sim["policies"]),
             timeline=TimelineSpec(**{**sim["timeline"], "systems": tuple(sim["timeline"]["systems"])}),
             open_loop=OpenLoopSpec.parse(sim["open_loop"]),

@@ -5,9 +5,9 @@ import dataclasses
 import numpy as np
 
 from adsl.fitting.generator import CONTINUED, FIRST, running_product_lengths
+from adsl.settings import MicroBatching
 from adsl.sim import core
 from adsl.sim.setup import Setup
-from adsl.sim.timing import Schedule
 
 PIM = {"fc": "gpu", "attention": "pim"}
 PIM_DRAFT = {"fc": "pim", "attention": "pim"}
@@ -19,7 +19,7 @@ def setup(hw, system="saddle-tp", decoding="sd", d=4, mb=1, **kw):
     unless ``draft_mapping`` says otherwise."""
     s = hw.system(system)
     m = kw.pop("target_mapping", PIM if s.pim else GPU)
-    return Setup("t", s, decoding, d if decoding == "sd" else 0, m, kw.pop("draft_mapping", m), Schedule(mb), **kw)
+    return Setup("t", s, decoding, d if decoding == "sd" else 0, m, kw.pop("draft_mapping", m), MicroBatching(mb), **kw)
 
 
 def pooled(hw, eager, trigger="complete", mb=2, d=4, pool=64, system="saddle-tp"):
@@ -41,7 +41,7 @@ def pooled(hw, eager, trigger="complete", mb=2, d=4, pool=64, system="saddle-tp"
 
 def pim_sd(hw, mb=2, d=4):
     """SpecPIM-style PIM-SD: ``mb`` micro-batches, each verified on its own."""
-    return dataclasses.replace(setup(hw, mb=mb, d=d), schedule=Schedule(mb, split="always"))
+    return dataclasses.replace(setup(hw, mb=mb, d=d), micro_batching=MicroBatching(mb, split="always"))
 
 
 def streams(seed, x, n, t, p=None):

@@ -9,13 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adsl.fitting.generator import running_product_lengths
-from adsl.sim.batching import Continuous
+from adsl.settings import Continuous, MicroBatching
 from adsl.sim.core import simulate_core
 from adsl.sim.loop import KINDS, TABLES
 from adsl.sim.result import union_length
 from adsl.sim.setup import SimError
 from adsl.sim.tables import Layout, PassTables
-from adsl.sim.timing import Schedule
 from tests.sim.builders import GPU, PIM_DRAFT, logged, pim_sd, pooled, setup, streams
 
 PAIR = "OPT-66B"
@@ -286,7 +285,7 @@ def test_stage_times_are_the_union_of_the_jobs_of_each_kind(models, hw):
 
 def test_open_loop_with_every_request_waiting_at_zero_is_the_closed_loop(models, hw):
     """Arrivals all at time 0 and no prefill: the open loop fills its empty slots at once and then runs
-    the closed loop's schedule, pass for pass (the open-loop refill path against the closed loop); with
+    the closed loop's micro_batching, pass for pass (the open-loop refill path against the closed loop); with
     one output token a request, every request still finishes."""
     pair = models.pair(PAIR)
     n = 18
@@ -311,7 +310,7 @@ def test_a_request_goes_to_the_micro_batch_that_is_free_first(models, hw, decodi
     """Events in time order: a request arriving while one micro-batch is busy and the other idle enters
     the idle one at its arrival, not the busy one at the end of the round it was running (the loop once
     settled a round's end, and its admissions, when the round started)."""
-    s = dataclasses.replace(setup(hw, decoding=decoding), schedule=Schedule(2, split="always"))
+    s = dataclasses.replace(setup(hw, decoding=decoding), micro_batching=MicroBatching(2, split="always"))
     _, acc = streams(15, 1, 2, 140)
     out = np.array([[40, 40]])
 
@@ -328,7 +327,7 @@ def test_a_request_goes_to_the_micro_batch_that_is_free_first(models, hw, decodi
 
 def test_rejects_requests_without_output_and_mismatched_shapes(models, hw):
     """A request without output, or prompts and outputs of different shapes, fail before any run."""
-    s = dataclasses.replace(setup(hw, decoding="ad"), schedule=Schedule(2, split="always"))
+    s = dataclasses.replace(setup(hw, decoding="ad"), micro_batching=MicroBatching(2, split="always"))
     pair = models.pair(PAIR)
     with pytest.raises(SimError, match=r"^every request needs an output length >= 1$"):
         simulate_core(s, pair, np.full((1, 3), 64.0), np.array([[0, 3, 2]]))

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from adsl.sim.batching import Continuous
+from adsl.settings import Continuous
 from adsl.sim.core import simulate_core
 from tests.sim.builders import inputs, pooled
 

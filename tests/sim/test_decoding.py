@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adsl.fitting.generator import CONTINUED, FIRST, as_flags, running_product_lengths
-from adsl.sim.batching import Continuous
+from adsl.settings import Continuous, MicroBatching
 from adsl.sim.core import simulate_core
 from adsl.sim.setup import PREFILL_MAPPING, Setup, SimError
-from adsl.sim.timing import CostTable, Schedule, batch_pass
+from adsl.sim.timing import CostTable, batch_pass
 from tests.sim.builders import GPU, PIM, logged, pooled, setup
 
 PAIR = "OPT-66B"
@@ -113,7 +113,7 @@ def test_every_replica_emits_its_outputs_in_bounded_rounds(models, hw, batch, d,
     for decoding in ("ad", "sd"):
         kw = {"policy": "running_product"} if lengths is not None and decoding == "sd" else {}
         s = dataclasses.replace(
-            setup(hw, system, decoding, d, **kw), schedule=Schedule(2, overlap=system == "attacc-pim")
+            setup(hw, system, decoding, d, **kw), micro_batching=MicroBatching(2, overlap=system == "attacc-pim")
         )
         sd = decoding == "sd"
         res = simulate_core(s, pair, np.full(out.shape, 64.0), out, acc if sd else None, lengths if sd else None)
@@ -259,9 +259,9 @@ def test_one_decode_step_is_one_pass_of_the_cost_model(models, hw):
     """Hand-computed: one request of one output token over a 64-token prompt (on the tables' context grid)
     costs exactly one target pass of the cost model with the setup's mapping."""
     pair = models.pair(PAIR)
-    s = dataclasses.replace(setup(hw, "attacc-pim", "ad"), schedule=Schedule(2, overlap=True))
+    s = dataclasses.replace(setup(hw, "attacc-pim", "ad"), micro_batching=MicroBatching(2, overlap=True))
     res = simulate_core(s, pair, np.full((1, 1), 64.0), np.ones((1, 1), np.int64))
-    c = batch_pass(pair.target, s.system, 1, 1, 64.0, PIM, s.schedule)
+    c = batch_pass(pair.target, s.system, 1, 1, 64.0, PIM, s.micro_batching)
     assert res.time_s[0] == pytest.approx(float(c.time_s), rel=1e-12)
     assert res.energy_j[0] == pytest.approx(float(c.energy_j), rel=1e-12)
     assert res.stage_s["verify"][0] == res.time_s[0] and res.window["total_s"][0] == res.time_s[0]
@@ -276,7 +276,7 @@ def test_one_decode_step_is_one_pass_of_the_cost_model(models, hw):
 def test_cost_table_matches_the_cost_model(models, hw):
     s = hw.system("motivation-4gpu")
     pair = models.pair(PAIR)
-    five = Schedule(micro_batches=5)
+    five = MicroBatching(micro_batches=5)
     table = CostTable.build(pair.target, s, 9, PIM, five, 64, 1100)
     n = np.array([1, 7, 33, 64])
     ctx = np.array([128.0, 333.3, 700.5, 1023.0])
@@ -310,9 +310,9 @@ def test_prefill_adds_the_cost_models_prompt_passes(models, hw, system, decoding
     acc = np.ones((2, n, 15), bool) if decoding == "sd" else None
     runs = {pre: simulate_core(s, pair, prompt, out, acc, serving=Continuous(slots, 0, prefill=pre)) for pre in (1, 0)}
     q = int(round(prompt.mean()))
-    c = batch_pass(pair.target, s.system, slots, q, 0.0, PREFILL_MAPPING, Schedule())
+    c = batch_pass(pair.target, s.system, slots, q, 0.0, PREFILL_MAPPING, MicroBatching())
     if decoding == "sd":
-        c = c.add(batch_pass(pair.draft, s.system, slots, q, 0.0, PREFILL_MAPPING, Schedule(), copies))
+        c = c.add(batch_pass(pair.draft, s.system, slots, q, 0.0, PREFILL_MAPPING, MicroBatching(), copies))
     with_, without = runs[1], runs[0]
     assert with_.placement["micro_batches"] == 1.0
     np.testing.assert_allclose(with_.window["total_s"] - without.window["total_s"], 2 * float(c.time_s), rtol=1e-9)
@@ -338,14 +338,14 @@ class _Costs:
         self.target = {}
         s = setup_
         self._draft = CostTable.build(
-            pair.draft, s.system, 1, s.draft_mapping, Schedule(), slots, ctx_max, s.draft_copies
+            pair.draft, s.system, 1, s.draft_mapping, MicroBatching(), slots, ctx_max, s.draft_copies
         )
 
     def _target(self, q: int) -> CostTable:
         s = self.setup
         if q not in self.target:
             self.target[q] = CostTable.build(
-                self.pair.target, s.system, q, s.target_mapping, Schedule(), self.slots, self.ctx_max
+                self.pair.target, s.system, q, s.target_mapping, MicroBatching(), self.slots, self.ctx_max
             )
         return self.target[q]
 
@@ -366,9 +366,9 @@ class _Costs:
 
     def prefill(self, n, prompt_mean):
         s, q = self.setup, max(1, int(round(prompt_mean)))
-        c = batch_pass(self.pair.target, s.system, n, q, 0.0, GPU, Schedule())  # on the GPUs, whatever the mapping
+        c = batch_pass(self.pair.target, s.system, n, q, 0.0, GPU, MicroBatching())  # on the GPUs, whatever the mapping
         if s.decoding == "sd":
-            c = c.add(batch_pass(self.pair.draft, s.system, n, q, 0.0, GPU, Schedule(), s.draft_copies))
+            c = c.add(batch_pass(self.pair.draft, s.system, n, q, 0.0, GPU, MicroBatching(), s.draft_copies))
         return c
 
 
@@ -568,7 +568,7 @@ def test_dynamic_placement_does_not_depend_on_the_starting_mapping(models, hw):
                 4,
                 {"fc": "gpu", "attention": attention},
                 {"fc": draft_fc, "attention": "pim"},
-                Schedule(1),
+                MicroBatching(1),
             )
             runs[draft_fc, attention] = (
                 simulate_core(st_, pair, prompt, out, acc),
@@ -591,7 +591,7 @@ def test_dynamic_placement_does_not_depend_on_the_starting_mapping(models, hw):
         assert (first.stage_s[stage] <= np.minimum.reduce(static) * (1 + 1e-12)).all(), stage
         assert (first.stage_s[stage] < np.maximum.reduce(static)).all(), stage
     # per replica: each replica runs as it runs alone, and the shares are the mean of the replicas' own
-    setup_ = dataclasses.replace(Setup("dyn", s, "sd", 4, PIM, PIM, Schedule(1)), dynamic=True)
+    setup_ = dataclasses.replace(Setup("dyn", s, "sd", 4, PIM, PIM, MicroBatching(1)), dynamic=True)
     alone = [simulate_core(setup_, pair, prompt[r : r + 1], out[r : r + 1], acc[r : r + 1]) for r in range(2)]
     np.testing.assert_array_equal(first.iterations, [a.iterations[0] for a in alone])
     np.testing.assert_array_equal(first.time_s, [a.time_s[0] for a in alone])
@@ -607,8 +607,8 @@ def test_dynamic_draft_share_with_one_request_and_with_no_drafts(models, hw):
     s = hw.system("saddle")
     prompt, out, acc = _dynamic_inputs()
     one = dict(prompt_len=prompt[:, :1], output_len=out[:, :1], accept=acc[:, :1])
-    dyn = Setup("dyn", s, "sd", 4, PIM, PIM, Schedule(2), dynamic=True)
-    on_pim = Setup("pim", s, "sd", 4, PIM, {"fc": "pim", "attention": "pim"}, Schedule(2))
+    dyn = Setup("dyn", s, "sd", 4, PIM, PIM, MicroBatching(2), dynamic=True)
+    on_pim = Setup("pim", s, "sd", 4, PIM, {"fc": "pim", "attention": "pim"}, MicroBatching(2))
     single = simulate_core(dyn, pair, **one)
     assert single.placement["draft_fc_on_pim"] == 1.0
     np.testing.assert_allclose(single.stage_s["draft"], simulate_core(on_pim, pair, **one).stage_s["draft"], rtol=1e-12)

@@ -9,11 +9,10 @@ import numpy as np
 import pytest
 
 from adsl.fitting.generator import match_runs
-from adsl.sim.batching import Continuous
+from adsl.settings import Continuous, MicroBatching
 from adsl.sim.core import simulate_core
 from adsl.sim.loop import KINDS
 from adsl.sim.tables import Layout, PassTables
-from adsl.sim.timing import Schedule
 from tests.sim.builders import PIM, inputs, pim_sd, pooled, setup
 
 PAIR = "OPT-66B"
@@ -364,7 +363,7 @@ def test_each_micro_batch_admits_and_prefills_its_own_slots(models, hw):
     out = np.array([[30, 30, 30]])
     prompt = np.full((1, 3), 64.0)
     arrivals = np.full((1, 3), 0.5)
-    ad = dataclasses.replace(setup(hw, decoding="ad"), schedule=Schedule(2, split="always"))
+    ad = dataclasses.replace(setup(hw, decoding="ad"), micro_batching=MicroBatching(2, split="always"))
     for setup_ in (ad, pim_sd(hw, mb=2)):  # the system's micro-batches, not the faster of 1 and 2
         a = acc if setup_.decoding == "sd" else None
         res = simulate_core(

@@ -4,12 +4,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from adsl.settings import LengthDist
-from adsl.sim.batching import Continuous
+from adsl.settings import Continuous, LengthDist
 from adsl.sim.core import simulate_core
 from adsl.sim.openloop import RequestMix, best_policies, poisson_arrivals, summarize
 from adsl.sim.setup import SimError
-from adsl.sim.systems import Context, build
+from adsl.sim.systems import Deployment, build
 
 
 def test_poisson_arrivals_have_the_rate_and_the_spread_of_a_poisson_process():
@@ -30,7 +29,7 @@ def test_poisson_arrivals_have_the_rate_and_the_spread_of_a_poisson_process():
 def single_server(ws):
     """GPU-AD with one slot and identical requests: a single server with a deterministic service time."""
     pair = ws.models.pair("OPT-66B")
-    setup = build("GPU-AD", Context.of(ws.hardware, pair, 1, 256, 8, ws.settings.simulation))
+    setup = build("GPU-AD", Deployment.of(ws.hardware, pair, 1, 256, 8, ws.settings.simulation))
     return setup, pair
 
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 import adsl.sim.core as core
 from adsl.fitting.generator import CONTINUED, FIRST, match_runs, running_product_lengths
+from adsl.settings import Continuous
 from adsl.sim import loop
-from adsl.sim.batching import Continuous
 from adsl.sim.core import simulate_core
 from adsl.sim.setup import SimError
 from adsl.sim.tables import PassTables

@@ -11,12 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import adsl.sim.core as core
+from adsl.settings import Continuous, MicroBatching
 from adsl.sim import loop
-from adsl.sim.batching import Continuous
 from adsl.sim.core import simulate_core
 from adsl.sim.result import POOL_STATS, ReplicaLog, pass_groups, union_length, window
 from adsl.sim.setup import SimError
-from adsl.sim.timing import Schedule
 from tests.sim.builders import inputs, pooled, setup
 
 PAIR = "OPT-66B"
@@ -25,7 +24,7 @@ WINDOW_KEYS = {"start_s", "end_s", "completed", "total_s", "total_tokens"}
 
 
 def _split(setup_, mb=2):
-    return dataclasses.replace(setup_, schedule=Schedule(mb, split="always"))
+    return dataclasses.replace(setup_, micro_batching=MicroBatching(mb, split="always"))
 
 
 def _saddle_s(hw, **kw):

@@ -3,12 +3,13 @@ import dataclasses
 import numpy as np
 import pytest
 
+from adsl.settings import MicroBatching
 from adsl.sim.core import simulate_core
 from adsl.sim.scheduler import family_intensity, intensity_threshold, roofline_threshold
 from adsl.sim.setup import Setup
-from adsl.sim.timing import Schedule, batch_pass
+from adsl.sim.timing import batch_pass
 
-TEN = Schedule(micro_batches=10)
+TEN = MicroBatching(micro_batches=10)
 
 
 def test_thresholds_come_from_the_cost_model(models, hw):

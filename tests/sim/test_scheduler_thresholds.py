@@ -7,8 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 
+from adsl.settings import MicroBatching
 from adsl.sim.scheduler import family_intensity, intensity_threshold
-from adsl.sim.timing import Schedule, batch_pass
+from adsl.sim.timing import batch_pass
 
 CTX = 1024.0
 OTHER = {"fc": {"attention": "pim"}, "attention": {"fc": "gpu"}}
@@ -26,7 +27,8 @@ def first_gpu_win(model, system, family, points):
     x = np.arange(1, points + 1, dtype=float)
     n, q = (x, 1.0) if family == "fc" else (16.0, x)
     t = {
-        d: batch_pass(model, system, n, q, CTX, {family: d, **OTHER[family]}, Schedule()).time_s for d in ("gpu", "pim")
+        d: batch_pass(model, system, n, q, CTX, {family: d, **OTHER[family]}, MicroBatching()).time_s
+        for d in ("gpu", "pim")
     }
     wins = t["gpu"] <= t["pim"]
     return int(np.argmax(wins)) + 1 if wins.any() else None

@@ -6,9 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adsl.fitting.distributions import fit_confidence
+from adsl.settings import MicroBatching
 from adsl.sim.experiment import Point, run_point
 from adsl.sim.placement import draft_candidates, place_draft
-from adsl.sim.timing import Schedule, batch_pass
+from adsl.sim.timing import batch_pass
 
 SYSTEMS = ("GPU-AD", "GPU-SD", "PIM-AD", "PIM-SD", "SADDLE")
 RNG = np.random.default_rng(0)
@@ -61,7 +62,7 @@ def test_best_draft_placement_is_never_slower_than_a_fixed_one(ws, models, hw, s
     s = hw.system(system)
     pair = models.pair("Llama3.1-70B")
     mapping = {"fc": "gpu", "attention": "pim" if s.pim else "gpu"}
-    sched = Schedule(2, overlap=bool(s.pim))
+    sched = MicroBatching(2, overlap=bool(s.pim))
     _, copies, m = place_draft(pair, s, batch, ctx, mapping, sched, "best")
     best = float(batch_pass(pair.draft, s, batch, 1, ctx, m, sched, copies).time_s)
     for name, (c, mm) in draft_candidates(s, mapping).items():

@@ -8,12 +8,11 @@ from decimal import ROUND_HALF_EVEN, Decimal
 import numpy as np
 import pytest
 
-from adsl.sim.batching import Batching, Continuous
+from adsl.settings import Batching, Continuous, MicroBatching
 from adsl.sim.mapping import candidate_mappings, search_static_mapping
 from adsl.sim.policies import POLICIES
 from adsl.sim.setup import Setup, SimError, check_memory, memory_need, requests
-from adsl.sim.systems import Context, build
-from adsl.sim.timing import Schedule
+from adsl.sim.systems import Deployment, build
 from tests.sim.builders import GPU, setup
 
 PAIR = "OPT-66B"
@@ -36,15 +35,15 @@ def test_setup_rejects_what_no_run_can_simulate(hw):
     assert setup(hw, policy="running_product", pool_tokens=8, eager=True, pool_trigger="idle").eager
 
 
-def test_draft_schedule_splits_as_the_draft_split_says(hw):
+def test_draft_micro_batching_splits_as_the_draft_split_says(hw):
     s = setup(hw, mb=3)
-    assert s.draft_schedule == Schedule(3)
-    assert dataclasses.replace(s, draft_split="always").draft_schedule == Schedule(3, split="always")
+    assert s.draft_micro_batching == MicroBatching(3)
+    assert dataclasses.replace(s, draft_split="always").draft_micro_batching == MicroBatching(3, split="always")
 
 
 def test_unknown_system_is_a_key_error(models, hw):
     with pytest.raises(KeyError, match="unknown system"):
-        build("TPU-SD", Context(hw, models.pair(PAIR), 8, 1024, 8, {}))
+        build("TPU-SD", Deployment(hw, models.pair(PAIR), 8, 1024, 8, {}))
 
 
 def test_requests_are_float_prompts_and_int_outputs_of_one_two_dimensional_shape():
@@ -132,7 +131,7 @@ def test_batching_settings_are_checked():
 def test_static_mapping_search_is_the_fastest_candidate(models, hw):
     s = hw.system("motivation-4gpu")
     pair = models.pair(PAIR)
-    draft, target, rows = search_static_mapping(pair, s, 64, 8, 1024, Schedule(5))
+    draft, target, rows = search_static_mapping(pair, s, 64, 8, 1024, MicroBatching(5))
     assert len(rows) == len(candidate_mappings(s)) == 16
     best = min(rows, key=lambda r: r["iteration_s"])
     assert (best["target_fc"], best["draft_fc"]) == (target["fc"], draft["fc"])

@@ -18,12 +18,12 @@ from pathlib import Path
 import numpy as np
 
 from adsl.fitting.generator import running_product_lengths
+from adsl.settings import MicroBatching
 from adsl.sim.core import simulate_core
 from adsl.sim.setup import Setup
-from adsl.sim.timing import Schedule
 
 GOLDEN = json.loads((Path(__file__).parent / "static_golden.json").read_text())
-SCHEDULES = {"dgx-a100": Schedule()}
+SCHEDULES = {"dgx-a100": MicroBatching()}
 
 
 def _runs(hw, pair):

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from adsl.fitting.generator import running_product_lengths
+from adsl.settings import Continuous, MicroBatching
 from adsl.sim import loop
-from adsl.sim.batching import Continuous
 from adsl.sim.core import simulate_core
 from adsl.sim.setup import PREFILL_MAPPING, SimError
 from adsl.sim.tables import Layout, PassTable, PassTables, flip, micro_batches
-from adsl.sim.timing import CTX_STEP, Schedule
+from adsl.sim.timing import CTX_STEP
 from tests.sim.builders import GPU, PIM, pooled, setup, streams
 from tests.sim.builders import logged as _logged
 
@@ -223,7 +223,7 @@ def test_micro_batches_keeps_one_batch_where_splitting_only_pays_the_weights_aga
     nothing overlaps, so one batch wins (as the reference says) however the batch is cut."""
     pair = models.pair(PAIR)
     for s in (setup(hw, decoding="ad", mb=2), setup(hw, "dgx-a100", d=3, mb=3)):
-        m = s.schedule.micro_batches
+        m = s.micro_batching.micro_batches
         tables, layout = PassTables(s, pair, 64, 4200.0, 64.0), Layout.of(s.system)
         ref = _Round(s, pair, 64, 4200.0)
         for batch, ctx in ((1, 64.0), (7, 64.0), (64, 4000.0)):
@@ -237,7 +237,7 @@ def test_micro_batches_takes_the_systems_count_where_the_modelled_system_require
     pair = models.pair(PAIR)
     saddle = hw.system("saddle")
     two_stages = dataclasses.replace(saddle, name="saddle-pp2", tensor_parallel=saddle.gpus // 2, pipeline_stages=2)
-    split = dataclasses.replace(setup(hw, mb=3), schedule=Schedule(3, split="always"))
+    split = dataclasses.replace(setup(hw, mb=3), micro_batching=MicroBatching(3, split="always"))
     cases = [
         (setup(hw, "saddle", mb=4), 4),
         (dataclasses.replace(setup(hw, "saddle", mb=2), system=two_stages), 2),
@@ -249,7 +249,7 @@ def test_micro_batches_takes_the_systems_count_where_the_modelled_system_require
     batch, ctx = 4, 64.0
     for s, want in cases:
         tables, layout = PassTables(s, pair, batch, 200.0, 64.0), Layout.of(s.system)
-        m = s.schedule.micro_batches
+        m = s.micro_batching.micro_batches
         assert not _Round(s, pair, batch, 200.0).faster(m, ctx)  # only the requirement splits
         assert micro_batches(s, tables, layout, batch, ctx) == want, s.system.name
 
@@ -261,7 +261,7 @@ def test_simulate_core_decides_the_micro_batches_at_the_mean_context_halfway_thr
     pair = models.pair(PAIR)
     batch, o, d = 128, 24, 4
     s = setup(hw, d=d, mb=2, draft_mapping=GPU)
-    one = dataclasses.replace(s, schedule=Schedule(1))
+    one = dataclasses.replace(s, micro_batching=MicroBatching(1))
     lo, hi = _crossover(_Round(s, pair, batch, 16400.0), 2, [float(c) for c in range(512, 16384, 512)])
     _, acc = streams(6, 1, batch, o + d + 1, p=0.7)
     out = np.full((1, batch), o)

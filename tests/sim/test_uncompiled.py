@@ -10,9 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from adsl.settings import Continuous, MicroBatching
 from adsl.sim import core, loop, result, tables
-from adsl.sim.batching import Continuous
-from adsl.sim.timing import Schedule
 from tests.sim.builders import inputs, pim_sd, pooled, setup
 
 
@@ -68,7 +67,7 @@ KINDS = ["AD", "SD", "PIM-SD", "SADDLE-p", "SADDLE-s", "SADDLE"]
 
 def _case(hw, kind, trigger, mb, d):
     if kind == "AD":
-        return dataclasses.replace(setup(hw, decoding="ad"), schedule=Schedule(mb, split="always"))
+        return dataclasses.replace(setup(hw, decoding="ad"), micro_batching=MicroBatching(mb, split="always"))
     if kind == "SD":
         return setup(hw, "motivation-4gpu", d=d, mb=mb)
     if kind == "PIM-SD":

@@ -31,8 +31,8 @@ import numpy as np
 
 from adsl.fitting.generator import match_runs
 from adsl.perf.models import Pair
+from adsl.settings import Continuous
 from adsl.sim import loop
-from adsl.sim.batching import Continuous
 from adsl.sim.result import ReplicaLog, RunResult, run_result
 from adsl.sim.setup import Setup, SimError, requests
 from adsl.sim.tables import Layout, PassTables, layout_tuple, micro_batches

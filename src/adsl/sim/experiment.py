@@ -20,13 +20,12 @@ from adsl.fitting.generator import (
 from adsl.fitting.modelfile import read_model
 from adsl.perf.models import Pair
 from adsl.progress import progress
-from adsl.settings import ExperimentSpec, SimulationSettings
-from adsl.sim.batching import Continuous
+from adsl.settings import Continuous, ExperimentSpec, SimulationSettings
 from adsl.sim.core import simulate_core
 from adsl.sim.policies import LEARNED, POLICIES, PolicyCosts, PolicyInputs, fit_threshold, predicted, schedule_length
 from adsl.sim.result import RunResult
 from adsl.sim.setup import Setup, SimError, check_memory, memory_need
-from adsl.sim.systems import SYSTEMS, Context, build
+from adsl.sim.systems import SYSTEMS, Deployment, build
 from adsl.sim.timing import batch_pass
 
 STREAM_SLACK = 64  # stream positions beyond the output length: the largest draft length supported
@@ -100,8 +99,8 @@ class PointInputs:
 def point_setup(ws, sim: SimulationSettings, point: Point) -> Setup:
     """The registered system's setup for the point; stops when it does not fit in memory (``error``)."""
     pair = ws.models.pair(point.pair)
-    ctx = Context.of(ws.hardware, pair, point.batch, point.seq_len, point.draft_length, sim)
-    setup = build(point.system, ctx)
+    dep = Deployment.of(ws.hardware, pair, point.batch, point.seq_len, point.draft_length, sim)
+    setup = build(point.system, dep)
     if point.policy is not None and setup.decoding == "sd":
         setup = dataclasses.replace(setup, policy=point.policy)
     if point.memory_check == "error":
@@ -163,10 +162,10 @@ def policy_costs(setup: Setup, pair: Pair, batch: int, ctx: float) -> PolicyCost
     """The serial cost model a policy plans with, per request at ``batch``: a verification step over one
     token each, and per drafted token one draft pass plus one more token in the verification."""
     d_pass = batch_pass(
-        pair.draft, setup.system, batch, 1, ctx, setup.draft_mapping, setup.draft_schedule, setup.draft_copies
+        pair.draft, setup.system, batch, 1, ctx, setup.draft_mapping, setup.draft_micro_batching, setup.draft_copies
     )
     v1, v2 = (
-        batch_pass(pair.target, setup.system, batch, q, ctx, setup.target_mapping, setup.schedule) for q in (1, 2)
+        batch_pass(pair.target, setup.system, batch, q, ctx, setup.target_mapping, setup.micro_batching) for q in (1, 2)
     )
     t = lambda c: float(np.asarray(c.time_s))  # noqa: E731
     return PolicyCosts(t(v1) / batch, (t(d_pass) + t(v2) - t(v1)) / batch)
@@ -293,7 +292,7 @@ def point_row(p: PointInputs, res: RunResult, pair_name: str, system_name: str, 
         tokens_per_j_ci95=_ci95(res.tokens_per_j),
         time_s=float(res.time_s.mean()),
         tokens=int(res.tokens[0]),
-        micro_batches=res.placement.get("micro_batches", float(setup.schedule.micro_batches)),
+        micro_batches=res.placement.get("micro_batches", float(setup.micro_batching.micro_batches)),
         eager_drafted=float(np.mean(res.pool.get("eager", 0.0))),
         eager_migrated=float(np.mean(res.pool.get("migrated", 0.0))),
         eager_discarded=float(np.mean(res.pool.get("discarded", 0.0))),

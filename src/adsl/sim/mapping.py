@@ -9,7 +9,8 @@ import itertools
 from adsl.perf.cost import check_mapping
 from adsl.perf.hardware import SystemSpec
 from adsl.perf.models import Pair
-from adsl.sim.timing import Schedule, batch_pass
+from adsl.settings import MicroBatching
+from adsl.sim.timing import batch_pass
 
 
 def candidate_mappings(system: SystemSpec) -> list[tuple[dict, dict]]:
@@ -27,19 +28,23 @@ def candidate_mappings(system: SystemSpec) -> list[tuple[dict, dict]]:
     return out
 
 
-def iteration_time(pair: Pair, system: SystemSpec, draft_map, target_map, batch, d, ctx, schedule: Schedule):
+def iteration_time(pair: Pair, system: SystemSpec, draft_map, target_map, batch, d, ctx, micro_batching: MicroBatching):
     """Seconds of one speculative iteration: ``d`` draft passes, then one target pass over d + 1 tokens."""
-    draft = sum(float(batch_pass(pair.draft, system, batch, 1, ctx + j, draft_map, schedule).time_s) for j in range(d))
-    verify = float(batch_pass(pair.target, system, batch, d + 1, ctx, target_map, schedule).time_s)
+    draft = sum(
+        float(batch_pass(pair.draft, system, batch, 1, ctx + j, draft_map, micro_batching).time_s) for j in range(d)
+    )
+    verify = float(batch_pass(pair.target, system, batch, d + 1, ctx, target_map, micro_batching).time_s)
     return draft + verify
 
 
-def search_static_mapping(pair: Pair, system: SystemSpec, batch: int, d: int, max_seq_len: int, schedule: Schedule):
+def search_static_mapping(
+    pair: Pair, system: SystemSpec, batch: int, d: int, max_seq_len: int, micro_batching: MicroBatching
+):
     """Exhaustive search (16 placements at most) at the maximum sequence length; returns
     (draft mapping, target mapping, table of every candidate's iteration time)."""
     rows = []
     for draft_map, target_map in candidate_mappings(system):
-        t = iteration_time(pair, system, draft_map, target_map, batch, d, max_seq_len, schedule)
+        t = iteration_time(pair, system, draft_map, target_map, batch, d, max_seq_len, micro_batching)
         rows.append(
             {
                 "draft_fc": draft_map["fc"],

@@ -17,8 +17,7 @@ import numpy as np
 import pandas as pd
 
 from adsl.progress import progress
-from adsl.settings import LengthDist, OpenLoopSpec
-from adsl.sim.batching import Continuous
+from adsl.settings import Continuous, LengthDist, OpenLoopSpec
 from adsl.sim.core import simulate_core
 from adsl.sim.experiment import (
     STREAM_SLACK,

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from adsl.perf.hardware import SystemSpec
 from adsl.perf.models import Pair
-from adsl.sim.timing import Schedule, batch_pass
+from adsl.settings import MicroBatching
+from adsl.sim.timing import batch_pass
 
 PLACEMENTS = ("tensor_parallel", "replicated", "pim")
 PIM_ONLY = {"fc": "pim", "attention": "pim"}
@@ -29,7 +30,7 @@ def draft_candidates(system: SystemSpec, mapping: dict) -> dict[str, tuple[int, 
 
 
 def place_draft(
-    pair: Pair, system: SystemSpec, batch: int, ctx: float, mapping: dict, schedule: Schedule, placement: str
+    pair: Pair, system: SystemSpec, batch: int, ctx: float, mapping: dict, micro_batching: MicroBatching, placement: str
 ) -> tuple[str, int, dict]:
     """(placement, copies, draft mapping): the one asked for, or with ``best`` the fastest draft pass of
     ``batch`` requests over ``ctx`` cached tokens (the run's batch and maximum sequence length, as the
@@ -42,7 +43,7 @@ def place_draft(
             )
         return (placement, *cands[placement])
     times = {
-        name: float(batch_pass(pair.draft, system, batch, 1, ctx, m, schedule, copies).time_s)
+        name: float(batch_pass(pair.draft, system, batch, 1, ctx, m, micro_batching, copies).time_s)
         for name, (copies, m) in cands.items()
     }
     best = min(times, key=times.get)  # ties: the first in PLACEMENTS order

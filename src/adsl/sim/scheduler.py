@@ -35,12 +35,13 @@ def family_intensity(model: ModelSpec, family: str, n_req, q, ctx) -> np.ndarray
     return sum(op.flops for op in ops) / sum(op.bytes for op in ops)
 
 
-def intensity_threshold(model: ModelSpec, system: SystemSpec, family: str, schedule=None, ctx: float = 1024.0):
+def intensity_threshold(model: ModelSpec, system: SystemSpec, family: str, micro_batching=None, ctx: float = 1024.0):
     """Intensity at which the family's pass is as fast on the GPU as on PIM under the cost model: FC
     scanned over 1..1024 tokens (one per request), attention over 1..64 query tokens per request."""
-    from adsl.sim.timing import Schedule, batch_pass
+    from adsl.settings import MicroBatching
+    from adsl.sim.timing import batch_pass
 
-    schedule = schedule or Schedule()
+    micro_batching = micro_batching or MicroBatching()
     if family == "fc":
         n, q = np.arange(1, 1025, dtype=float), 1.0
     else:
@@ -48,7 +49,7 @@ def intensity_threshold(model: ModelSpec, system: SystemSpec, family: str, sched
     other = {"fc": "attention", "attention": "fc"}[family]
     t = {
         dev: batch_pass(
-            model, system, n, q, ctx, {family: dev, other: "gpu" if family == "attention" else "pim"}, schedule
+            model, system, n, q, ctx, {family: dev, other: "gpu" if family == "attention" else "pim"}, micro_batching
         ).time_s
         for dev in ("gpu", "pim")
     }

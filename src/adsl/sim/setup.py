@@ -11,7 +11,7 @@ import numpy as np
 from adsl.errors import AdslError
 from adsl.perf.hardware import SystemSpec
 from adsl.perf.models import Pair
-from adsl.sim.timing import Schedule
+from adsl.settings import MicroBatching
 
 # Prefill runs on the GPUs: a prompt of many tokens per request is compute-bound (AttAcc and SpecPIM
 # keep the summarisation stage on the GPU too).
@@ -32,7 +32,7 @@ class Setup:
     draft_length: int = 0  # fixed d, or the cap d_max of an adaptive policy
     target_mapping: dict = field(default_factory=dict)
     draft_mapping: dict = field(default_factory=dict)
-    schedule: Schedule = Schedule()
+    micro_batching: MicroBatching = MicroBatching()
     policy: str = "fixed"  # fixed | running_product (stop when the product of confidences < tau)
     dynamic: bool = False  # place DLM FC and TLM attention per pass on the faster device (cost tables)
     pool_tokens: int = 0  # Shared Pool capacity C in tokens (0: no pool, per-iteration verification)
@@ -42,12 +42,16 @@ class Setup:
     # on each of k devices, requests spread over the copies (adsl.sim.placement)
     draft_copies: int = 1
     draft_placement: str = "tensor_parallel"  # the name of that choice, for reports
-    draft_split: str | None = None  # micro-batch split of draft passes; None: as ``schedule.split``
+    draft_split: str | None = None  # micro-batch split of draft passes; None: as ``micro_batching.split``
     static_power: bool = False  # charge the system's static (board idle + stack background) power
 
     @property
-    def draft_schedule(self) -> Schedule:
-        return self.schedule if self.draft_split is None else dataclasses.replace(self.schedule, split=self.draft_split)
+    def draft_micro_batching(self) -> MicroBatching:
+        return (
+            self.micro_batching
+            if self.draft_split is None
+            else dataclasses.replace(self.micro_batching, split=self.draft_split)
+        )
 
     def __post_init__(self):
         from adsl.sim.policies import POLICIES

@@ -1,7 +1,7 @@
 """The speculative path against measurements: Spec-Bench's A100 leaderboard (SpS: a vicuna-68m draft
 through Hugging Face assisted generation, Vicuna-7B / 13B / 33B v1.3 targets, batch 1, greedy).
 
-For each target the simulator runs the assisted-generation length schedule (``adsl.sim.schedules``) on one
+For each target the simulator runs the assisted-generation length schedule (``adsl.sim.draft_schedules``) on one
 A100 with the ``eager`` runtime (its host time per kernel fitted to a public eager decoding speed, not to
 these speedups). The acceptance level is the one free number: one intercept shift of the measured
 acceptance models (requests cycle through the categories) chosen so the simulated emitted tokens per
@@ -23,10 +23,10 @@ from scipy import optimize
 from adsl.fitting.generator import as_flags, draw_streams
 from adsl.perf.hardware import HardwareCatalogue, gpu_only_system
 from adsl.perf.models import ModelCatalogue
+from adsl.settings import MicroBatching
 from adsl.sim.core import simulate_core
-from adsl.sim.schedules import ScheduleReplay, assisted_generation
+from adsl.sim.draft_schedules import ScheduleReplay, assisted_generation
 from adsl.sim.setup import Setup
-from adsl.sim.timing import Schedule
 
 GPU_ONLY = {"fc": "gpu", "attention": "gpu"}
 SLACK = 96  # stream positions beyond the output: the schedule may grow to long drafts
@@ -80,9 +80,9 @@ def spec_bench_rows(
         # batch 1: every request on its own (the engine's replica axis)
         prompt = np.full((requests, 1), float(r.prompt_len))
         out = np.full((requests, 1), int(r.new_tokens))
-        sd_setup = Setup("SpS", system, "sd", int(replay.lengths.max()), GPU_ONLY, GPU_ONLY, Schedule())
+        sd_setup = Setup("SpS", system, "sd", int(replay.lengths.max()), GPU_ONLY, GPU_ONLY, MicroBatching())
         sd = simulate_core(sd_setup, pair, prompt, out, acc[:, None, :], replay.lengths[:, None, :])
-        ad = simulate_core(Setup("AD", system, "ad", 0, GPU_ONLY, GPU_ONLY, Schedule()), pair, prompt, out)
+        ad = simulate_core(Setup("AD", system, "ad", 0, GPU_ONLY, GPU_ONLY, MicroBatching()), pair, prompt, out)
         runs.append((r, pair, sd.time_s, ad.time_s, replay.steps))
         speedup = _speedup(sd.time_s, ad.time_s, replay.steps, 0.0)
         # per-step time missing from the model if the measured speedup is right (same for every step)

@@ -23,9 +23,10 @@ import numpy as np
 
 from adsl.perf.hardware import SystemSpec
 from adsl.perf.models import Pair
+from adsl.settings import MicroBatching
 from adsl.sim import loop
 from adsl.sim.setup import PREFILL_MAPPING, Setup
-from adsl.sim.timing import CTX_STEP, CostTable, Schedule
+from adsl.sim.timing import CTX_STEP, CostTable
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ class PassTable:
 
     @classmethod
     def build(cls, model, system, q, mapping, n_max, ctx_max, copies=1) -> PassTable:
-        t = CostTable.build(model, system, q, mapping, Schedule(), n_max, ctx_max, copies)
+        t = CostTable.build(model, system, q, mapping, MicroBatching(), n_max, ctx_max, copies)
         zero = np.zeros_like(t.time_s)
         return cls(t, t.busy_s.get("gpu", zero) + t.busy_s.get("link", zero), t.busy_s.get("pim", zero))
 
@@ -138,8 +139,8 @@ def micro_batches(setup: Setup, tables: PassTables, layout: Layout, batch: int, 
     micro-batch); else whichever of 1 and that count finishes one round of the whole batch sooner on the
     machines (a decode pass, or d draft passes and a verification, per micro-batch): a micro-batch pays
     the weight reads again, and pays off only where GPU and PIM work of different micro-batches overlap."""
-    m = setup.schedule.micro_batches
-    if m <= 1 or layout.stages > 1 or setup.schedule.split == "always" or setup.pool_tokens:
+    m = setup.micro_batching.micro_batches
+    if m <= 1 or layout.stages > 1 or setup.micro_batching.split == "always" or setup.pool_tokens:
         return max(1, m)
     args = (tables.flat(), layout_tuple(setup, layout), len(layout.machines), setup.decoding == "ad")
     one = loop.round_time(*args, setup.draft_length, 1, batch, ctx)

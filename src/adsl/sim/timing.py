@@ -11,20 +11,7 @@ import numpy as np
 from adsl.perf.cost import pass_cost
 from adsl.perf.hardware import SystemSpec
 from adsl.perf.models import ModelSpec
-
-
-@dataclass(frozen=True)
-class Schedule:
-    micro_batches: int = 1  # pipeline micro-batches (pipeline_stages > 1) or overlapped sub-batches
-    overlap: bool = False  # overlap GPU and PIM work of different sub-batches (no pipeline stages)
-    # "best": one batch or M micro-batches, whichever is faster; "always": M micro-batches, each passed
-    # on its own (the SpecPIM-style baselines verify every micro-batch separately; SADDLE's Shared Pool
-    # is what merges them)
-    split: str = "best"
-
-    def __post_init__(self):
-        if self.split not in ("best", "always"):
-            raise ValueError(f"Schedule.split must be 'best' or 'always', got {self.split!r}")
+from adsl.settings import MicroBatching
 
 
 @dataclass(frozen=True)
@@ -57,7 +44,7 @@ class BatchCost:
         return self._map2(other, lambda a, b: a + b)
 
 
-def _split_pass(model, system, n_req, q, ctx, mapping, schedule: Schedule, m) -> BatchCost:
+def _split_pass(model, system, n_req, q, ctx, mapping, micro_batching: MicroBatching, m) -> BatchCost:
     """The batch cut into ``m`` micro-batches (pipeline) or sub-batches (GPU/PIM overlap)."""
     per = np.maximum(n_req / m, 1e-9)
     cost = pass_cost(model, system, per, q, ctx, mapping)
@@ -69,7 +56,7 @@ def _split_pass(model, system, n_req, q, ctx, mapping, schedule: Schedule, m) ->
     s = system.pipeline_stages
     if s > 1:
         time = (m + s - 1) / s * total
-    elif schedule.overlap:
+    elif micro_batching.overlap:
         gpu = dev.get("gpu", 0.0) + dev.get("link", 0.0)
         pim = dev.get("pim", 0.0)
         time = np.where(m > 1, np.maximum(m * gpu, m * pim) + np.minimum(gpu, pim), total)
@@ -79,11 +66,11 @@ def _split_pass(model, system, n_req, q, ctx, mapping, schedule: Schedule, m) ->
 
 
 def batch_pass(
-    model: ModelSpec, system: SystemSpec, n_req, q, ctx, mapping: dict, schedule: Schedule, copies: int = 1
+    model: ModelSpec, system: SystemSpec, n_req, q, ctx, mapping: dict, micro_batching: MicroBatching, copies: int = 1
 ) -> BatchCost:
     """``n_req`` requests (array) with ``q`` tokens each over ``ctx`` cached tokens (mean per request).
 
-    With ``schedule.micro_batches`` M > 1 the pass runs as M micro-batches (at least one request each)
+    With ``micro_batching.micro_batches`` M > 1 the pass runs as M micro-batches (at least one request each)
     or, with ``split="best"``, as one batch where that is faster: splitting pays where a pass is
     compute-bound (pipeline stages or GPU/PIM overlap busy side by side) and costs extra weight reads
     where it is weight-bound.
@@ -96,14 +83,14 @@ def batch_pass(
     if copies > 1:
         one = system.replace(tensor_parallel=1, pipeline_stages=1)
         used = np.minimum(n_req, copies)
-        busiest = batch_pass(model, one, np.ceil(n_req / copies), q, ctx, mapping, schedule)
-        mean = batch_pass(model, one, n_req / np.maximum(used, 1.0), q, ctx, mapping, schedule)
+        busiest = batch_pass(model, one, np.ceil(n_req / copies), q, ctx, mapping, micro_batching)
+        mean = batch_pass(model, one, n_req / np.maximum(used, 1.0), q, ctx, mapping, micro_batching)
         return BatchCost(busiest.time_s, mean.energy_j * used, busiest.busy_s, busiest.by_class_s)
-    m = np.clip(np.floor(n_req), 1, max(1, schedule.micro_batches))
-    split = _split_pass(model, system, n_req, q, ctx, mapping, schedule, m)
-    if schedule.micro_batches <= 1 or schedule.split == "always":
+    m = np.clip(np.floor(n_req), 1, max(1, micro_batching.micro_batches))
+    split = _split_pass(model, system, n_req, q, ctx, mapping, micro_batching, m)
+    if micro_batching.micro_batches <= 1 or micro_batching.split == "always":
         return split
-    whole = _split_pass(model, system, n_req, q, ctx, mapping, schedule, np.ones_like(n_req))
+    whole = _split_pass(model, system, n_req, q, ctx, mapping, micro_batching, np.ones_like(n_req))
     return whole.select(split, split.time_s < whole.time_s)
 
 
@@ -123,10 +110,10 @@ class CostTable:
     by_class_s: dict[str, np.ndarray]
 
     @classmethod
-    def build(cls, model, system, q, mapping, schedule, n_max: int, ctx_max: float, copies: int = 1) -> CostTable:
+    def build(cls, model, system, q, mapping, micro_batching, n_max: int, ctx_max: float, copies: int = 1) -> CostTable:
         n = np.arange(n_max + 1, dtype=float)[:, None]
         ctx = np.arange(0.0, ctx_max + 2 * CTX_STEP, CTX_STEP)[None, :]
-        c = batch_pass(model, system, n, q, ctx, mapping, schedule, copies)
+        c = batch_pass(model, system, n, q, ctx, mapping, micro_batching, copies)
         shape = (n.size, ctx.size)
         full = lambda a: np.broadcast_to(np.asarray(a, dtype=float), shape).copy()  # noqa: E731
         return cls(

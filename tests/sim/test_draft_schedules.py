@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adsl.sim.schedules import assisted_generation
+from adsl.sim.draft_schedules import assisted_generation
 
 
 def _scalar(acc_row, out_len, start=5.0):
