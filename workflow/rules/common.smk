@@ -49,8 +49,8 @@ def profile_checked(path):
 
 
 def profile_inputs(wc=None):
-    """The profile's files, one per table, as the input of a rule that reads the profile: rules depend
-    on each (an edit of one in place reruns what reads it; a folder's time does not move).
+    """The profile's files, one per table, as the input of every rule that reads the profile; such rules
+    depend on each (an edit of one in place reruns what reads it; a folder's time does not move).
     """
     return profile_files(profile_checked(PROFILE))
 
