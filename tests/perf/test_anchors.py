@@ -3,7 +3,8 @@
 import pandas as pd
 import pytest
 
-from adsl.perf.anchors import pim_effective_bandwidth, validation_table
+from adsl.figures.validation import validation_table
+from adsl.perf.anchors import pim_effective_bandwidth
 from adsl.perf.runtime_fit import fit_eager_runtime, fit_runtime
 
 

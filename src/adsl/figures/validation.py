@@ -11,8 +11,42 @@ import pandas as pd
 import seaborn as sns
 
 from adsl.fitting.modelfile import read_model
-from adsl.perf.anchors import validation_table
+from adsl.perf import anchors as anchor_rows
+from adsl.perf.hardware import HardwareCatalogue
+from adsl.perf.models import ModelCatalogue
+from adsl.sim.spec_bench import spec_bench_rows
 from adsl.workspace import Workspace
+
+
+def validation_table(
+    anchors_dir: str | Path, models: ModelCatalogue, hw: HardwareCatalogue, acceptance: list[dict] | None = None
+) -> pd.DataFrame:
+    """Every anchor; with measured ``acceptance`` models also the speculative path (Spec-Bench)."""
+    d = Path(anchors_dir)
+
+    def read(name):
+        path = d / name
+        if not path.is_file():
+            raise FileNotFoundError(f"anchor table missing: {path}")
+        return pd.read_csv(path)
+
+    rows = (
+        anchor_rows.decode_speed("gpt-fast", "gpt-fast", read("gpu_decode.csv"), models, hw)
+        + anchor_rows.attacc_gpu(read("attacc_gpu.csv"), models, hw)
+        + anchor_rows.vidur(read("vidur_mlp.csv"), models, hw)
+        + anchor_rows.llmcompass(read("llmcompass_gemm.csv"), hw)
+        + anchor_rows.pim_attention(read("pim_attention.csv"), hw)
+        + anchor_rows.decode_speed("eager PyTorch", "eager", read("eager_decode.csv"), models, hw)
+    )
+    if acceptance:
+        rows += spec_bench_rows(read("spec_bench.csv"), models, hw, acceptance)
+    df = pd.DataFrame(rows)
+    for col in ("low", "high"):
+        if col not in df:
+            df[col] = np.nan
+    cols = anchor_rows.COLUMNS + ["low", "high"]
+    extra = [c for c in df.columns if c not in cols]  # the speculative path's diagnostics
+    return df[cols + extra]
 
 
 def anchors_table(ws: Workspace, anchors: list[str] | None = None, measured: list[str] | None = None) -> pd.DataFrame:

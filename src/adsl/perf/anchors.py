@@ -1,8 +1,7 @@
-"""Predictions of the cost model next to every public anchor, as one tidy table."""
+"""Predictions of the cost model next to each public anchor, as table rows (``adsl.figures.validation`` joins
+them, with the simulator's speculative path, into one table: the simulator sits above the cost model)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -104,35 +103,3 @@ def pim_attention(anchors: pd.DataFrame, hw: HardwareCatalogue) -> list[dict]:
         row.update(low=r.low, high=r.high)
         out.append(row)
     return out
-
-
-def validation_table(
-    anchors_dir: str | Path, models: ModelCatalogue, hw: HardwareCatalogue, acceptance: list[dict] | None = None
-) -> pd.DataFrame:
-    """Every anchor; with measured ``acceptance`` models also the speculative path (Spec-Bench)."""
-    d = Path(anchors_dir)
-
-    def read(name):
-        path = d / name
-        if not path.is_file():
-            raise FileNotFoundError(f"anchor table missing: {path}")
-        return pd.read_csv(path)
-
-    rows = (
-        decode_speed("gpt-fast", "gpt-fast", read("gpu_decode.csv"), models, hw)
-        + attacc_gpu(read("attacc_gpu.csv"), models, hw)
-        + vidur(read("vidur_mlp.csv"), models, hw)
-        + llmcompass(read("llmcompass_gemm.csv"), hw)
-        + pim_attention(read("pim_attention.csv"), hw)
-        + decode_speed("eager PyTorch", "eager", read("eager_decode.csv"), models, hw)
-    )
-    if acceptance:
-        from adsl.sim.spec_bench import spec_bench_rows  # the simulator sits above the cost model
-
-        rows += spec_bench_rows(read("spec_bench.csv"), models, hw, acceptance)
-    df = pd.DataFrame(rows)
-    for col in ("low", "high"):
-        if col not in df:
-            df[col] = np.nan
-    extra = [c for c in df.columns if c not in COLUMNS + ["low", "high"]]  # the speculative path's diagnostics
-    return df[COLUMNS + ["low", "high"] + extra]
