@@ -349,12 +349,18 @@ def test_simulate_core_rejects_missing_or_short_acceptance_streams_naming_the_le
     simulate_core(setup(hw, decoding="ad"), pair, prompt, out)
 
 
+def _tiny(seed, n):
+    """One replica of ``n`` requests of 8 output tokens: confidences, acceptance streams, running-product
+    lengths up to 9, prompts and outputs."""
+    conf, acc = streams(seed, 1, n, 60)
+    lengths = np.stack([running_product_lengths(c, 0.5, 9) for c in conf])
+    return conf, acc, lengths, np.full((1, n), 64.0), np.full((1, n), 8)
+
+
 def test_simulate_core_rejects_a_pool_without_room_for_one_query_token_per_request(models, hw):
     pair = models.pair(PAIR)
     n = 4
-    conf, acc = streams(2, 1, n, 60)
-    lengths = np.stack([running_product_lengths(c, 0.5, 9) for c in conf])
-    prompt, out = np.full((1, n), 64.0), np.full((1, n), 8)
+    conf, acc, lengths, prompt, out = _tiny(2, n)
     for pool in (n - 1, n):
         s = dataclasses.replace(setup(hw, policy="running_product", pool_tokens=pool), name="tiny-pool")
         with pytest.raises(SimError, match=rf"^tiny-pool: pool of {pool} tokens cannot hold"):
@@ -375,9 +381,7 @@ def test_simulate_core_rejects_an_asynchronous_pool_without_draft_lengths(models
 def test_simulate_core_rejects_open_loops_it_cannot_run(models, hw):
     pair = models.pair(PAIR)
     n = 4
-    conf, acc = streams(3, 1, n, 60)
-    lengths = np.stack([running_product_lengths(c, 0.5, 9) for c in conf])
-    prompt, out = np.full((1, n), 64.0), np.full((1, n), 8)
+    conf, acc, lengths, prompt, out = _tiny(3, n)
     serving = Continuous(2, 1, False)
     s = setup(hw, mb=2)
     good = np.array([[0.0, 0.1, 0.2, 0.3]])
