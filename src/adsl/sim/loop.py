@@ -21,7 +21,10 @@ from numba import njit
 
 AD, SD, SEQ_POOL, ASYNC_POOL = 0, 1, 2, 3
 KINDS = ("draft", "eager", "verify", "decode", "prefill")
-DRAFT, EAGER, VERIFY, DECODE, PREFILL = range(5)
+# numpy scalars, not ints: numba types an int constant passed to a compiled function as a literal and
+# compiles that function (and every one it passes the value on to) once per value
+DRAFT, EAGER, VERIFY, DECODE, PREFILL = (np.int64(k) for k in range(5))
+ZERO, ONE, EVERY_STAGE = np.int64(0), np.int64(1), np.int64(-1)
 TABLES = ("draft", "verify", "decode", "prefill")  # a pass's cost table
 T_DRAFT, T_VERIFY, T_DECODE, T_PREFILL = range(4)
 PRUNE = 8  # machines forget past intervals every PRUNE-th event
@@ -149,7 +152,7 @@ def _place(st, en, cnt, m, t, dur):
     if k > 0 and en[m, k - 1] == t:  # touches the previous interval: extend it
         if k < n and st[m, k] == end:
             en[m, k - 1] = en[m, k]
-            _delete(st, en, cnt, m, k, 1)
+            _delete(st, en, cnt, m, k, ONE)
         else:
             en[m, k - 1] = end
     elif k < n and st[m, k] == end:
@@ -169,7 +172,7 @@ def advance(mach, now):
     for m in range(cnt.size):
         k = _bisect_right(en[m], cnt[m], now)
         if k:
-            _delete(st, en, cnt, m, 0, k)
+            _delete(st, en, cnt, m, ZERO, k)
 
 
 @njit(cache=True)
@@ -249,7 +252,7 @@ def _issue(mach, lay, logs, kind, release, g, p):
             a, b = run_pass(mach, release, seg_m, seg_d, k, per_stage, kind, logs)
             start, end = min(start, a), max(end, b)
     else:
-        k = segments(g, p, stages, pim, -1, seg_m, seg_d)
+        k = segments(g, p, stages, pim, EVERY_STAGE, seg_m, seg_d)
         start, end = run_pass(mach, release, seg_m, seg_d, k, per_stage, kind, logs)
     return _row(logs, JOBS, float(kind), start, end, 0.0, 0.0, 0.0, 0.0), end
 
@@ -374,7 +377,7 @@ def start_requests(mach, lay, tab, logs, times, slots, admitted, t, with_prefill
     """The requests just admitted to ``admitted`` slots enter at ``t`` (prefilled when asked); returns when
     their micro-batch may go on."""
     cur, t_admit, t_first = slots[0], times[0], times[1]
-    n = 0
+    n = ZERO
     for s in range(admitted.size):
         if admitted[s]:
             t_admit[cur[s]] = t
@@ -561,7 +564,7 @@ def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times,
         else:
             lengths = fresh_lengths(rq, slots, a, b, d, d)
             t = draft_chain(mach, lay, tab, logs, counts, DRAFT, t, lengths, ctx[a:b], 0.0)
-            n, drafted, total = 0, 0, 0.0
+            n, drafted, total = ZERO, 0, 0.0
             for s in range(a, b):
                 act[s] = left[s] > 0
                 if act[s]:
@@ -663,7 +666,7 @@ def admit_pool(want, rq, slots, capacity, sel, counts):
 @njit(cache=True)
 def pooled_verify(mach, lay, tab, logs, counts, release, sel, ctx, lv):
     """One verification of the pool: slots ``sel`` with their admitted tokens; returns (end, requests)."""
-    n, total, q = 0, 0.0, 0
+    n, total, q = ZERO, 0.0, 0
     for s in range(sel.size):
         if sel[s]:
             n += 1
@@ -982,15 +985,15 @@ def round_time(tab, lay, n_machines, ad, d, k, batch, ctx):
     for _ in range(k):
         if ad:
             g, p = at(tab[4], tab[5], n, ctx, step)
-            c = segments(g, p, stages, pim, -1, seg_m, seg_d)
-            end = max(end, run_pass(mach, 0.0, seg_m, seg_d, c, per_stage, 0, logs)[1])
+            c = segments(g, p, stages, pim, EVERY_STAGE, seg_m, seg_d)
+            end = max(end, run_pass(mach, 0.0, seg_m, seg_d, c, per_stage, DRAFT, logs)[1])
             continue
         t = 0.0
         for j in range(d):
             _, g, p = draft_pass(tab[0], tab[1], n, ctx + j, step)
-            c = segments(g, p, stages, pim, -1, seg_m, seg_d)
-            t = run_pass(mach, t, seg_m, seg_d, c, per_stage, 0, logs)[1]
+            c = segments(g, p, stages, pim, EVERY_STAGE, seg_m, seg_d)
+            t = run_pass(mach, t, seg_m, seg_d, c, per_stage, DRAFT, logs)[1]
         _, _, _, g, p = verify_pass(tab[2], tab[3], n, ctx, float(d + 1), step)
-        c = segments(g, p, stages, pim, -1, seg_m, seg_d)
-        end = max(end, run_pass(mach, t, seg_m, seg_d, c, per_stage, 0, logs)[1])
+        c = segments(g, p, stages, pim, EVERY_STAGE, seg_m, seg_d)
+        end = max(end, run_pass(mach, t, seg_m, seg_d, c, per_stage, DRAFT, logs)[1])
     return end
