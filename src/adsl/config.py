@@ -178,8 +178,15 @@ def check_simulation(sim: dict, file: str = "config") -> dict:
 
 def _lengths(sim: dict, file: str, seq_lens=()) -> None:
     """Every request needs at least one output token: ``prompt_len`` below each sequence length it meets
-    (the simulator used to clamp it silently)."""
+    (the simulator used to clamp it silently); a point's replicas start at ``replicas`` and may grow to
+    ``precision.max_replicas``."""
     prompt = sim["prompt_len"]
+    if sim["precision"]["max_replicas"] < sim["replicas"]:
+        raise ConfigError(
+            file,
+            "simulation.precision.max_replicas",
+            f"{sim['precision']['max_replicas']} is below replicas ({sim['replicas']}); allowed: >= replicas",
+        )
     limits = [("simulation.max_seq_len", sim["max_seq_len"])]
     limits += [(f"simulation.max_seq_len_by_pair.{k}", v) for k, v in sim["max_seq_len_by_pair"].items()]
     limits += [("seq_lens", v) for v in seq_lens]

@@ -231,6 +231,19 @@ class LightLoad:
 
 
 @dataclass(frozen=True)
+class Precision:
+    """How many replicas a point runs: blocks of ``replicas`` (fresh acceptance streams each) until the 95 %
+    interval of its mean throughput is within ``target`` of the mean (0: one block), at most
+    ``max_replicas``."""
+
+    target: float
+    max_replicas: int
+
+    def met(self, half_width: float, mean: float) -> bool:
+        return self.target <= 0 or (mean > 0 and half_width <= self.target * mean)
+
+
+@dataclass(frozen=True)
 class PolicySettings:
     """The draft-length policy zoo (``adsl.sim.policies``)."""
 
@@ -318,6 +331,7 @@ class ExperimentSpec:
 @dataclass(frozen=True)
 class SimulationSettings:
     replicas: int
+    precision: Precision
     prompt_len: int
     max_seq_len: int
     max_seq_len_by_pair: Mapping[str, int]
@@ -349,6 +363,7 @@ class SimulationSettings:
         }
         return cls(
             replicas=sim["replicas"],
+            precision=Precision(**sim["precision"]),
             prompt_len=sim["prompt_len"],
             max_seq_len=sim["max_seq_len"],
             max_seq_len_by_pair=_frozen(sim["max_seq_len_by_pair"]),

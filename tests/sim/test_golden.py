@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -20,14 +21,24 @@ import golden  # noqa: E402
 SAME_KIND = json.loads((golden.GOLDEN / "machine.json").read_text()) == machine()
 
 
+# what a point's number of replicas moves (``simulation.precision``): one ulp that flips an acceptance can
+# move a point's interval across its target, and then the point runs another block
+BY_REPLICAS = ("replicas", "precision_met", "throughput_std", "throughput_ci95", "tokens_per_j_ci95")
+
+
 def _close(new: pd.DataFrame, old: pd.DataFrame, name: str) -> None:
-    """Another processor: the same rows, columns and text, numbers within 5 %."""
+    """Another processor: the same rows, columns and text, numbers within 5 %; where a point ran another
+    number of replicas (at most 5 % of the points), its interval columns are not compared."""
     assert list(new.columns) == list(old.columns) and len(new) == len(old), name
+    same = (new["replicas"] == old["replicas"]).to_numpy() if "replicas" in old else np.ones(len(old), bool)
+    assert same.mean() >= 0.95, f"{name}: {int((~same).sum())} points ran another number of replicas"
     for col in new.columns:
+        rows = same if col in BY_REPLICAS else slice(None)
+        a, b = new[col][rows], old[col][rows]
         if pd.api.types.is_numeric_dtype(old[col]):
-            pd.testing.assert_series_equal(new[col], old[col], rtol=0.05, atol=1e-12, check_dtype=False, obj=name)
+            pd.testing.assert_series_equal(a, b, rtol=0.05, atol=1e-12, check_dtype=False, obj=name)
         else:
-            assert new[col].equals(old[col]), (name, col)
+            assert a.equals(b), (name, col)
 
 
 def test_the_benchmark_points_are_the_golden_ones():

@@ -109,6 +109,7 @@ acceptance:
   tau: {d_max: 8, streams: 100, positions: 96}
 simulation:
   replicas: 1
+  precision: {target: 0}
   max_seq_len: 192
   max_seq_len_by_pair: {OPT-175B: 192}
   experiments:

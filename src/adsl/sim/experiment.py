@@ -23,7 +23,7 @@ from adsl.progress import progress
 from adsl.settings import Continuous, ExperimentSpec, SimulationSettings
 from adsl.sim.core import simulate_core
 from adsl.sim.policies import LEARNED, POLICIES, PolicyCosts, PolicyInputs, fit_threshold, predicted, schedule_length
-from adsl.sim.result import RunResult
+from adsl.sim.result import RunResult, concat
 from adsl.sim.setup import Setup, SimError, check_memory, memory_need
 from adsl.sim.systems import SYSTEMS, Deployment, build
 from adsl.sim.timing import batch_pass
@@ -126,22 +126,24 @@ def point_taus(sim: SimulationSettings, taus: dict[str, float] | None, point: Po
 
 
 def point_inputs(
-    ws, sim: SimulationSettings, point: Point, models: dict, taus: dict[str, float] | None = None
+    ws, sim: SimulationSettings, point: Point, models: dict, taus: dict[str, float] | None = None, block: int = 0
 ) -> PointInputs:
     """The setup of the point's system and its requests' streams (common random numbers: every system and
-    draft length sees the same streams for a (pair, batch))."""
+    draft length sees the same streams for a (pair, batch)); ``block`` > 0: the streams of the point's
+    block-th further ``sim.replicas`` replicas (``adsl.settings.Precision``)."""
     setup, pair = point_setup(ws, sim, point), ws.models.pair(point.pair)
     prompts, out = point_requests(sim, point)
     d = point.draft_length
     acc = conf = later = lengths = None
+    seed = ws.settings.seed + point.batch
     if setup.decoding == "sd":
         if d > STREAM_SLACK:
             raise ValueError(f"draft length {d} > {STREAM_SLACK} is not supported")
         t = int(out.max()) + STREAM_SLACK + 1
         x, n = out.shape
-        conf, later, acc = request_streams(models, list(sim.categories), x, n, t, ws.settings.seed + point.batch)
+        conf, later, acc = request_streams(models, list(sim.categories), x, n, t, [seed, 3, block] if block else seed)
     if setup.decoding == "sd" and (setup.policy != "fixed" or setup.pool_tokens):
-        lengths = policy_lengths(ws, sim, point, setup, pair, models, taus, conf, later, acc)
+        lengths = policy_lengths(ws, sim, point, setup, pair, models, taus, conf, later, acc, block)
     return PointInputs(
         setup,
         pair,
@@ -171,7 +173,7 @@ def policy_costs(setup: Setup, pair: Pair, batch: int, ctx: float) -> PolicyCost
     return PolicyCosts(t(v1) / batch, (t(d_pass) + t(v2) - t(v1)) / batch)
 
 
-def policy_lengths(ws, sim, point, setup, pair, models, taus, conf, later, acc) -> np.ndarray:
+def policy_lengths(ws, sim, point, setup, pair, models, taus, conf, later, acc, block: int = 0) -> np.ndarray:
     """Each request's draft length from each position under the setup's policy (``adsl.sim.policies``),
     capped at d, or 2 d where a pool takes d-token entries and the request keeps drafting eagerly."""
     cats = list(sim.categories)
@@ -187,7 +189,7 @@ def policy_lengths(ws, sim, point, setup, pair, models, taus, conf, later, acc) 
         categories=categories,
         batch=point.batch,
         d=setup.draft_length,
-        entropy=request_entropy(models, cats, conf, seed) if needs == "entropy_bound" else None,
+        entropy=request_entropy(models, cats, conf, seed, block) if needs == "entropy_bound" else None,
         accept=acc if needs in ("oracle", "goodput") else None,
         accept_prob=predicted(models, categories, conf, later) if needs == "rejection_risk" else None,
         costs=policy_costs(setup, pair, point.batch, ctx),
@@ -201,10 +203,10 @@ def policy_lengths(ws, sim, point, setup, pair, models, taus, conf, later, acc) 
     return POLICIES[needs](inputs, cap)
 
 
-def request_entropy(models: dict, categories: list[str], conf: np.ndarray, seed: int) -> np.ndarray:
+def request_entropy(models: dict, categories: list[str], conf: np.ndarray, seed: int, block: int = 0) -> np.ndarray:
     """The draft's entropy at every position, drawn given its confidence (``adsl.fitting.entropy``) from a
-    generator of its own, so drawing it moves no other stream."""
-    rng = np.random.default_rng([seed, 1])
+    generator of its own (one per block of replicas), so drawing it moves no other stream."""
+    rng = np.random.default_rng([seed, 1, block] if block else [seed, 1])
     out = np.empty(conf.shape, dtype=np.float32)
     for c, idx in request_categories(categories, conf.shape[1]).items():
         if "entropy" not in models[c]:
@@ -260,9 +262,18 @@ def simulate_point(p: PointInputs, timelines: bool = False, workers: int | None 
 
 
 def run_point(ws, sim: SimulationSettings, point: Point, models: dict, taus: dict[str, float] | None = None) -> dict:
-    """One configuration point simulated under ``sim``, as a table row."""
+    """One configuration point simulated under ``sim``, as a table row: blocks of ``sim.replicas`` replicas
+    until its throughput's 95 % interval meets ``sim.precision`` (``adsl.settings.Precision``)."""
     p = point_inputs(ws, sim, point, models, taus)
-    return point_row(p, simulate_point(p), point.pair, point.system, point.draft_length)
+    runs = [simulate_point(p)]
+    blocks = max(1, sim.precision.max_replicas // sim.replicas)
+    while len(runs) < blocks:
+        tput = np.concatenate([r.throughput_tok_s for r in runs])
+        if sim.precision.met(_ci95(tput), float(tput.mean())):
+            break
+        runs.append(simulate_point(point_inputs(ws, sim, point, models, taus, block=len(runs))))
+    row = point_row(p, concat(runs), point.pair, point.system, point.draft_length)
+    return row | {"precision_met": sim.precision.met(row["throughput_ci95"], row["throughput_tok_s"])}
 
 
 def point_row(p: PointInputs, res: RunResult, pair_name: str, system_name: str, d: int) -> dict:
@@ -288,6 +299,7 @@ def point_row(p: PointInputs, res: RunResult, pair_name: str, system_name: str, 
         throughput_tok_s=float(res.throughput_tok_s.mean()),
         throughput_std=float(res.throughput_tok_s.std()),
         throughput_ci95=_ci95(res.throughput_tok_s),
+        replicas=int(res.time_s.size),
         tokens_per_j=float(res.tokens_per_j.mean()),
         tokens_per_j_ci95=_ci95(res.tokens_per_j),
         time_s=float(res.time_s.mean()),

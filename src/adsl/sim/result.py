@@ -241,6 +241,38 @@ def run_result(setup, tables, reps: list[ReplicaLog], serving, timelines: bool) 
     )
 
 
+def concat(results: list[RunResult]) -> RunResult:
+    """Runs of one setup over different replicas as one run (replicas in order; per-run shares such as the
+    placement weighted by each run's replicas)."""
+    if len(results) == 1:
+        return results[0]
+    first = results[0]
+    cat = lambda arrays: np.concatenate(list(arrays))  # noqa: E731
+    per_key = lambda name: {k: cat(getattr(r, name)[k] for r in results) for k in getattr(first, name)}  # noqa: E731
+    sizes = np.array([r.time_s.size for r in results], dtype=float)
+    placement = {
+        k: float(np.average([r.placement.get(k, np.nan) for r in results], weights=sizes)) for k in first.placement
+    }
+    requests = None
+    if first.requests is not None:
+        offsets = np.cumsum([0, *sizes[:-1]])
+        requests = {
+            k: cat(r.requests[k] + (o if k == "replica" else 0) for r, o in zip(results, offsets, strict=True))
+            for k in first.requests
+        }
+    return RunResult(
+        **{f: cat(getattr(r, f) for r in results) for f in ARRAY_FIELDS},
+        **{f: per_key(f) for f in DICT_FIELDS},
+        placement=placement,
+        timelines=None if first.timelines is None else [t for r in results for t in r.timelines],
+        requests=requests,
+    )
+
+
+ARRAY_FIELDS = ("time_s", "energy_j", "tokens", "iterations", "drafted", "request_rounds")
+DICT_FIELDS = ("busy_s", "class_s", "stage_s", "window", "pool")
+
+
 def _timeline(rep: ReplicaLog) -> dict:
     m, s, e, k = rep.segments
     return {

@@ -1,0 +1,94 @@
+"""A point's replicas grow in blocks until its throughput's 95 % interval meets ``simulation.precision``."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from adsl.config import load_config
+from adsl.errors import ConfigError
+from adsl.fitting.distributions import fit_confidence
+from adsl.settings import Precision
+from adsl.sim.experiment import Point, point_inputs, run_point, simulate_point
+from adsl.sim.result import concat
+
+RNG = np.random.default_rng(1)
+MODEL = {
+    "confidence": fit_confidence(np.concatenate([RNG.beta(8, 1, 2000), RNG.beta(2, 2, 600)])),
+    "joint": {"a": -0.3, "b": 0.9, "s": 0.6, "g": 0.5},
+}
+POINT = Point("OPT-66B", "SADDLE", 4, 8, 96, "warn")
+
+
+@pytest.fixture(scope="module")
+def setting(ws):
+    cats = ws.settings.simulation.categories
+    sim = ws.settings.simulation.with_overrides({"prompt_len": 32, "replicas": 3})
+    return sim, dict.fromkeys(cats, MODEL), dict.fromkeys(cats, 0.4)
+
+
+def test_met():
+    assert Precision(0.0, 4).met(np.inf, 1.0)  # off: one block is enough
+    assert Precision(0.01, 4).met(1.0, 100.0)
+    assert not Precision(0.01, 4).met(1.01, 100.0)
+    assert not Precision(0.01, 4).met(0.0, 0.0)  # no throughput: nothing to be precise about
+
+
+def _with(sim, **precision):
+    return dataclasses.replace(sim, precision=Precision(**precision))
+
+
+def test_off_runs_one_block_as_before(ws, setting):
+    sim, models, taus = setting
+    row = run_point(ws, _with(sim, target=0.0, max_replicas=32), POINT, models, taus)
+    p = point_inputs(ws, sim, POINT, models, taus)
+    assert row["replicas"] == 3 and row["precision_met"]
+    assert row["throughput_tok_s"] == float(simulate_point(p).throughput_tok_s.mean())
+
+
+def test_blocks_are_added_until_the_cap_and_the_row_says_so(ws, setting):
+    sim, models, taus = setting
+    row = run_point(ws, _with(sim, target=1e-9, max_replicas=10), POINT, models, taus)
+    assert row["replicas"] == 9  # whole blocks of 3, at most 10
+    assert not row["precision_met"]
+    # the blocks are the point's block 0, 1, 2 streams: the mean is theirs
+    runs = [simulate_point(point_inputs(ws, sim, POINT, models, taus, block=b)) for b in range(3)]
+    tput = np.concatenate([r.throughput_tok_s for r in runs])
+    assert row["throughput_tok_s"] == pytest.approx(float(tput.mean()), rel=1e-12)
+    assert len({float(r.throughput_tok_s.mean()) for r in runs}) == 3  # fresh streams per block
+
+
+def test_a_loose_target_stops_after_the_first_block(ws, setting):
+    sim, models, taus = setting
+    row = run_point(ws, _with(sim, target=0.5, max_replicas=32), POINT, models, taus)
+    assert row["replicas"] == 3 and row["precision_met"]
+    assert row["throughput_ci95"] <= 0.5 * row["throughput_tok_s"]
+
+
+def test_a_met_target_is_met_in_the_row(ws, setting):
+    sim, models, taus = setting
+    row = run_point(ws, _with(sim, target=0.05, max_replicas=63), POINT, models, taus)
+    assert row["precision_met"] and 3 < row["replicas"] < 63
+    assert row["throughput_ci95"] <= 0.05 * row["throughput_tok_s"]
+
+
+def test_concat_is_the_runs_side_by_side(ws, setting):
+    sim, models, taus = setting
+    a, b = (simulate_point(point_inputs(ws, sim, POINT, models, taus, block=k)) for k in (0, 1))
+    both = concat([a, b])
+    np.testing.assert_array_equal(both.time_s, np.concatenate([a.time_s, b.time_s]))
+    np.testing.assert_array_equal(both.busy_s["pim"], np.concatenate([a.busy_s["pim"], b.busy_s["pim"]]))
+    np.testing.assert_array_equal(both.window["end_s"], np.concatenate([a.window["end_s"], b.window["end_s"]]))
+    assert both.placement["micro_batches"] == a.placement["micro_batches"]
+    assert concat([a]) is a
+
+
+def test_max_replicas_below_replicas_is_a_config_error(root):
+    from adsl.config import read_yaml
+
+    cfg = read_yaml(root / "config" / "config.yaml")
+    cfg["simulation"]["precision"] = {"target": 0.01, "max_replicas": 3}
+    with pytest.raises(ConfigError, match="simulation.precision.max_replicas"):
+        load_config(cfg, "config.yaml")
