@@ -92,3 +92,21 @@ def test_max_replicas_below_replicas_is_a_config_error(root):
     cfg["simulation"]["precision"] = {"target": 0.01, "max_replicas": 3}
     with pytest.raises(ConfigError, match="simulation.precision.max_replicas"):
         load_config(cfg, "config.yaml")
+
+
+def test_concat_numbers_the_requests_of_each_run_on(ws):
+    """Open loop: the per-request table of two runs side by side numbers the second run's replicas after
+    the first's."""
+    from adsl.settings import Continuous
+    from adsl.sim.core import simulate_core
+    from adsl.sim.systems import Deployment, build
+
+    pair = ws.models.pair("OPT-66B")
+    setup = build("GPU-AD", Deployment.of(ws.hardware, pair, 2, 96, 8, ws.settings.simulation))
+    n = 6
+    prompt, out = np.full((2, n), 32.0), np.full((2, n), 8)
+    arrivals = np.cumsum(np.full((2, n), 0.05), axis=1)
+    runs = [simulate_core(setup, pair, prompt, out, serving=Continuous(2, 1, True), arrivals=arrivals) for _ in (0, 1)]
+    both = concat(runs)
+    np.testing.assert_array_equal(both.requests["replica"], np.repeat([0, 1, 2, 3], n))
+    np.testing.assert_array_equal(both.requests["finished"], np.concatenate([r.requests["finished"] for r in runs]))
