@@ -9,36 +9,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from adsl.fitting.modelfile import read_model
-from adsl.fitting.tau import read_taus
-from adsl.paths import models_by_pair
-from adsl.profiling.traces import read_profile
-from adsl.sim.openloop import RequestMix, best_policies, run_open_loop
 from adsl.sim.systems import in_order
 from adsl.workspace import Workspace
-
-
-def serving_table(
-    ws: Workspace, models: list[str], tau: str, profile: list[str] | None = None, gaps: str | None = None
-) -> pd.DataFrame:
-    """One row per (system, policy, load): the arrival rate, the achieved output throughput and the
-    p50 / p99 time to first token, time per output token and end-to-end latency (``adsl.sim.openloop``).
-    ``profile``: the profile's files (prompt lengths, when the configuration draws them from it);
-    ``gaps``: the policy zoo's gap table (when the configuration asks for its best N policies)."""
-    sim = ws.settings.simulation
-    spec = sim.open_loop
-    accept = {c: read_model(p) for c, p in models_by_pair(models)[spec.pair].items()}
-    taus = read_taus(tau)[spec.pair]
-    prompts = spec.prompt_len
-    if prompts is None:
-        prompts = read_profile(profile).requests.prompt_len.to_numpy()
-    mix = RequestMix(prompts, spec.output_len, sim.seq_len(spec.pair))
-    policies = spec.policies
-    if isinstance(policies, int):
-        policies = best_policies(pd.read_csv(gaps), spec.policy_system, policies)
-    df = run_open_loop(ws, accept, taus, mix, policies)
-    df["label"] = [s if p == "own" else f"{s} ({p})" for s, p in zip(df.system, df.policy, strict=True)]
-    return df
 
 
 def serving_latency_throughput(ws: Workspace, df: pd.DataFrame):

@@ -60,14 +60,16 @@ from adsl.figures.fits import (
     per_iteration_model_table,
 )
 from adsl.figures.motivation import fig03a_sd_vs_ad_batch, fig03a_table, fig03b_sd_vs_ad_draft_length, fig03b_table
-from adsl.figures.open_loop import serving_latency_throughput, serving_table
+from adsl.figures.open_loop import serving_latency_throughput
 from adsl.figures.policies import policies, policies_table, policy_gaps_table
 from adsl.figures.roofline import fig06_roofline, roofline_table
 from adsl.figures.serving import batching_static_vs_continuous, batching_table, layouts_table
-from adsl.figures.timeline import timeline, timeline_table
+from adsl.figures.timeline import timeline
 from adsl.figures.validation import anchors_table, validation_gpu
 from adsl.profiling.traces import profile_files
 from adsl.settings import Settings
+from adsl.sim.openloop import serving_table
+from adsl.sim.timeline import timeline_table
 
 # inputs(settings, committed) -> {argument name: path or list of paths}; ``committed`` maps a committed
 # file's repository path (a profile, data/...) to where this run finds it
