@@ -14,6 +14,7 @@ carries two outcomes as bit flags (uint8): FIRST (accepted as a draft's first to
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 from scipy import special
 
 from adsl.fitting.distributions import confidence_ppf
@@ -261,16 +262,31 @@ def draft_log_products(conf: np.ndarray, boost: float = 0.0):
 def running_product_lengths(conf: np.ndarray, tau: float, d_max: int, boost: float = 0.0) -> np.ndarray:
     """Vectorized form of adsl.profiling.replay.running_product_lengths for (n, t) streams; ``boost``:
     the continuation term of a calibration that moves confidences (``continuation_boost``)."""
-    n, t = conf.shape
-    log_h = draft_log_products(conf, boost)
-    log_tau = np.log(tau) if tau > 0 else -np.inf
-    start = np.arange(t)
-    out = np.minimum(d_max, t - start)[None, :].repeat(n, axis=0)
-    decided = np.zeros((n, t), dtype=bool)
-    for k in range(1, d_max + 1):
-        below = (log_h(start, k) < log_tau) & (start + k <= t) & ~decided
-        out = np.where(below, k, out)
-        decided |= below
+    csum = log_running_sums(conf)
+    later = log_running_sums(later_confidence(conf, boost)) if boost else csum
+    return _first_below(csum, later, np.log(tau) if tau > 0 else -np.inf, d_max, bool(boost))
+
+
+@njit(cache=True)
+def _first_below(csum, later, log_tau, d_max, boosted):
+    """Per stream and start, the first k <= d_max at which the draft's log running product (a difference of
+    the running sums, in ``draft_log_products``' order of operations) falls below ``log_tau``; else as
+    far as d_max or the stream's end. A loop rather than d_max whole-array passes: most drafts stop long
+    before d_max."""
+    n, t = csum.shape[0], csum.shape[1] - 1
+    out = np.empty((n, t), np.int64)
+    for i in range(n):
+        for s in range(t):
+            o = min(d_max, t - s)
+            for k in range(1, min(d_max, t - s) + 1):
+                if boosted:
+                    h = csum[i, s + 1] - csum[i, s] + later[i, s + k] - later[i, s + 1]
+                else:
+                    h = csum[i, s + k] - csum[i, s]
+                if h < log_tau:
+                    o = k
+                    break
+            out[i, s] = o
     return out
 
 
