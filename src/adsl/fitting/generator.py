@@ -113,40 +113,48 @@ def draw_streams(
     offset = level << (QUANTILE_BITS + 1)
     z = rng.normal(j["a"] + shift, j["s"], n).astype(np.float32)
     acc = np.empty((t, n), dtype=bool)
-    cont = np.empty((t, n), dtype=bool) if h != 0.0 else None
+    cont = np.empty((t, n) if h != 0.0 else (1, 1), dtype=bool)  # a draft's later token (only with h)
     conf = np.empty((t, n), dtype=np.float32)
-    eta_c = np.empty(n, dtype=np.float32) if cont is not None else None
     logistic = logistic_table()
-    at = np.empty(n, dtype=np.int64)
-    miss = np.empty(n, dtype=np.uint16)
     words = (n + 1) // 2
-    # position by position, drawing each row's random numbers as it is used: nothing (t, n) but the
-    # outputs is ever held, which keeps 1e6 x 64 streams within memory bandwidth. One raw draw per row
-    # gives 16 bits for the confidence quantile and 16 for the logistic noise.
-    for k in range(t):
-        bits = rng.bit_generator.random_raw(words).view(np.uint16)
-        idx = bits[:n]
-        noise = logistic[bits[n : 2 * n]]
-        idx &= (1 << QUANTILE_BITS) - 1
-        if k:
-            np.logical_not(acc[k - 1], out=miss, casting="unsafe")
-            miss <<= QUANTILE_BITS
-            idx |= miss
-        np.add(offset, idx, out=at)
-        eta = lq[at]  # fancy indexing: faster here than np.take(out=)
-        conf[k] = q[at]
-        if not k:
-            eta -= g
-        eta += z
-        if cont is not None:
-            # a draft's later token: the same noise against the log-odds moved by h
-            np.add(eta, np.float32(h), out=eta_c)
-            np.less(noise, eta_c, out=cont[k])
-        np.less(noise, eta, out=acc[k])
-    if cont is None:
+    # One raw draw per row and position gives 16 bits for the confidence quantile and 16 for the logistic
+    # noise; positions are drawn a chunk at a time (the generator's words in the order a position-by-
+    # position draw takes them), so nothing (t, n) but the outputs is ever held.
+    chunk = max(1, min(t, (1 << 22) // max(words, 1)))
+    for k0 in range(0, t, chunk):
+        k1 = min(t, k0 + chunk)
+        bits = rng.bit_generator.random_raw(words * (k1 - k0)).reshape(k1 - k0, words).view(np.uint16)
+        _positions(bits, k0, q, lq, offset, z, g, np.float32(h), h != 0.0, logistic, conf, acc, cont)
+    if h == 0.0:
         return conf.T, acc.T
     flags = acc.view(np.uint8) * FIRST | cont.view(np.uint8) * CONTINUED
     return conf.T, flags.T
+
+
+@njit(cache=True)
+def _positions(bits, k0, q, lq, offset, z, g, h, continued, logistic, conf, acc, cont):
+    """Positions k0.. of ``draw_streams`` from their raw bits (a row per position): the quantile index
+    (its after-miss half when the previous position missed), the confidence, and acceptance as logistic
+    noise below the log-odds (and below the log-odds + h for a draft's later token); float32 arithmetic in
+    the order the vectorized form did it."""
+    n = offset.size
+    mask = (1 << QUANTILE_BITS) - 1
+    for r in range(bits.shape[0]):
+        k = k0 + r
+        for i in range(n):
+            idx = bits[r, i] & mask
+            if k and not acc[k - 1, i]:
+                idx |= 1 << QUANTILE_BITS
+            at = offset[i] + idx
+            eta = lq[at]
+            conf[k, i] = q[at]
+            if not k:
+                eta -= g
+            eta += z[i]
+            noise = logistic[bits[r, n + i]]
+            if continued:
+                cont[k, i] = noise < eta + h
+            acc[k, i] = noise < eta
 
 
 def continuation_boost(model: dict) -> float:
