@@ -171,3 +171,26 @@ def test_running_product_lengths_match_a_loop_with_streams_ending_inside_drafts(
             for d_max in (1, 3, 10):
                 got = running_product_lengths(conf, tau, d_max, boost)
                 assert got.tolist() == [loop_lengths(c, tau, d_max, boost) for c in conf]
+
+
+def test_the_compiled_loops_equal_their_uncompiled_selves(monkeypatch):
+    """``running_product_lengths`` and ``draw_streams`` run compiled loops; run as plain Python (their
+    ``py_func``) they give the same arrays, so the plain form is their reference."""
+    from adsl.fitting import generator
+    from adsl.fitting.distributions import fit_confidence
+
+    rng = np.random.default_rng(8)
+    conf = rng.beta(5, 1.2, (6, 40))
+    model = {
+        "confidence": fit_confidence(np.concatenate([rng.beta(8, 1, 800), rng.beta(2, 2, 300)])),
+        "joint": {"a": -0.2, "b": 0.9, "s": 0.5, "g": 0.4},
+        "calibration": {"draft_continuation": 0.7, "applies_to": "confidence"},
+    }
+    compiled = [running_product_lengths(conf, 0.4, 9, b) for b in (0.0, 0.8)]
+    compiled += list(generator.draw_streams(model, 7, 30, np.random.default_rng(2)))
+    monkeypatch.setattr(generator, "_first_below", generator._first_below.py_func)
+    monkeypatch.setattr(generator, "_positions", generator._positions.py_func)
+    plain = [running_product_lengths(conf, 0.4, 9, b) for b in (0.0, 0.8)]
+    plain += list(generator.draw_streams(model, 7, 30, np.random.default_rng(2)))
+    for a, b in zip(compiled, plain, strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
