@@ -10,6 +10,7 @@ from adsl.fitting.generator import (
     draft_log_products,
     fixed_lengths,
     log_running_sums,
+    match_runs,
     replay_lengths,
     running_product_lengths,
 )
@@ -80,6 +81,35 @@ def test_replay_matches_the_scalar_reference_per_stream():
         assert r["drafted"][v, row].tolist() == ref.drafted.tolist()
         assert r["accepted"][v, row].tolist() == ref.accepted.tolist()
         assert r["drafted"][~v, row].sum() == 0 and r["accepted"][~v, row].sum() == 0
+
+
+def lockstep_replay(acc, lengths):
+    """Every stream one step at a time, in lockstep (the numpy form the compiled replay replaced)."""
+    n, t = acc.shape
+    runs, pos, rows = match_runs(acc), np.zeros(n, dtype=np.int64), np.arange(n)
+    out = {"drafted": [], "accepted": [], "valid": [], "start": []}
+    while (pos < t).any():
+        p = np.minimum(pos, t - 1)
+        d = lengths[rows, p]
+        ok = (pos < t) & (pos + d <= t)
+        a = np.minimum(runs[rows, p], d)
+        for key, v in (("drafted", np.where(ok, d, 0)), ("accepted", np.where(ok, a, 0)), ("valid", ok), ("start", p)):
+            out[key].append(v)
+        pos = np.where(ok, pos + a + 1, t)
+    return {k: np.array(v) for k, v in out.items()}
+
+
+@pytest.mark.parametrize("flags", [False, True])
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_replay_equals_the_lockstep_form_with_its_dtypes(flags, dtype):
+    """Whole arrays, finished streams' rows and dtypes included, on bool and bit-flag streams with draft
+    lengths 0..9 (0: a plain decode step) that run past the ends of the streams."""
+    rng = np.random.default_rng(11)
+    acc = rng.integers(0, 4, (9, 53)).astype(np.uint8) if flags else rng.random((9, 53)) < 0.75
+    lengths = rng.integers(0, 10, acc.shape).astype(dtype)
+    got, want = replay_lengths(acc, lengths), lockstep_replay(acc, lengths)
+    for key in want:
+        assert got[key].dtype == want[key].dtype and np.array_equal(got[key], want[key]), key
 
 
 @pytest.mark.parametrize("d", [4, np.int16(4), np.uint8(4)])
@@ -174,8 +204,8 @@ def test_running_product_lengths_match_a_loop_with_streams_ending_inside_drafts(
 
 
 def test_the_compiled_loops_equal_their_uncompiled_selves(monkeypatch):
-    """``running_product_lengths`` and ``draw_streams`` run compiled loops; run as plain Python (their
-    ``py_func``) they give the same arrays, so the plain form is their reference."""
+    """``running_product_lengths``, ``draw_streams`` and ``replay_lengths`` run compiled loops; run as plain
+    Python (their ``py_func``) they give the same arrays, so the plain form is their reference."""
     from adsl.fitting import generator
     from adsl.fitting.distributions import fit_confidence
 
@@ -188,9 +218,12 @@ def test_the_compiled_loops_equal_their_uncompiled_selves(monkeypatch):
     }
     compiled = [running_product_lengths(conf, 0.4, 9, b) for b in (0.0, 0.8)]
     compiled += list(generator.draw_streams(model, 7, 30, np.random.default_rng(2)))
-    monkeypatch.setattr(generator, "_first_below", generator._first_below.py_func)
-    monkeypatch.setattr(generator, "_positions", generator._positions.py_func)
+    acc, lengths = conf > 0.6, rng.integers(0, 8, conf.shape)
+    compiled += list(replay_lengths(acc, lengths).values())
+    for name in ("_first_below", "_positions", "_replay_steps", "_replay"):
+        monkeypatch.setattr(generator, name, getattr(generator, name).py_func)
     plain = [running_product_lengths(conf, 0.4, 9, b) for b in (0.0, 0.8)]
     plain += list(generator.draw_streams(model, 7, 30, np.random.default_rng(2)))
+    plain += list(replay_lengths(acc, lengths).values())
     for a, b in zip(compiled, plain, strict=True):
         assert a.dtype == b.dtype and np.array_equal(a, b)

@@ -101,6 +101,35 @@ def test_product_lengths_match_the_running_product_rule():
         assert (got == running_product_lengths(conf, tau, 8)).all()
 
 
+def test_product_lengths_read_first_and_later_values_as_a_loop_does(monkeypatch):
+    """(X, N, T) inputs whose first and later values differ: from each start, the first k whose sum of the
+    first value and k - 1 later ones falls below log tau (that token drafted), else the cap or the rest of
+    the stream; the compiled kernel and its plain-Python self agree."""
+    from adsl.sim import policies
+
+    rng = np.random.default_rng(4)
+    first, later = np.log(rng.beta(6, 1, (2, 3, 25))), np.log(rng.beta(3, 1, (2, 3, 25)))
+    log_tau, cap = np.log(0.45), 6
+
+    def loop(f, g):
+        out = []
+        for s in range(len(f)):
+            ks = [k for k in range(1, min(cap, len(f) - s) + 1) if f[s] + g[s + 1 : s + k].sum() < log_tau]
+            out.append(ks[0] if ks else min(cap, len(f) - s))
+        return out
+
+    got = product_lengths(first, later, log_tau, cap)
+    assert got.shape == first.shape and got.dtype == np.int64
+    rows = zip(first.reshape(6, 25), later.reshape(6, 25), strict=True)
+    assert [loop(f, g) for f, g in rows] == got.reshape(6, 25).tolist()
+    ok = rng.random((2, 3, 25)) < 0.7
+    runs = leading_run(ok, 4)
+    monkeypatch.setattr(policies, "_product_lengths", policies._product_lengths.py_func)
+    monkeypatch.setattr(policies, "_leading_run", policies._leading_run.py_func)
+    assert np.array_equal(product_lengths(first, later, log_tau, cap), got)
+    assert np.array_equal(leading_run(ok, 4), runs)
+
+
 def test_leading_runs_and_schedule():
     ok = np.array([[True, True, False, True, True, True, False]])
     assert leading_run(ok, 2).tolist() == [[2, 1, 0, 2, 2, 1, 0]]

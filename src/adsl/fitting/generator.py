@@ -207,31 +207,55 @@ def replay_lengths(acc: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray
     """Greedy speculative decoding over every stream at once. ``lengths[r, i]`` is the draft length a
     request starting a draft at position i uses. Returns per-step arrays (steps x n) of drafted and
     accepted tokens and the start position, with steps whose draft window passes the end of the stream
-    marked invalid."""
+    marked invalid (and, once a stream has ended, steps that draft nothing at its last position)."""
     n, t = acc.shape
     runs = match_runs(acc)
-    pos = np.zeros(n, dtype=np.int64)
-    rows = np.arange(n)
-    drafted, accepted, valid, start = [], [], [], []
-    while True:
-        live = pos < t
-        if not live.any():
-            break
-        p = np.minimum(pos, t - 1)
-        d = lengths[rows, p]
-        ok = live & (pos + d <= t)
-        a = np.minimum(runs[rows, p], d)
-        drafted.append(np.where(ok, d, 0))
-        accepted.append(np.where(ok, a, 0))
-        valid.append(ok)
-        start.append(p)
-        pos = np.where(ok, pos + a + 1, t)
-    return {
-        "drafted": np.array(drafted),
-        "accepted": np.array(accepted),
-        "valid": np.array(valid),
-        "start": np.array(start),
-    }
+    if n == 0 or t == 0:
+        empty = np.array([])
+        return {"drafted": empty, "accepted": empty.copy(), "valid": empty.copy(), "start": empty.copy()}
+    lengths = np.ascontiguousarray(lengths)
+    steps = _replay_steps(runs, lengths)
+    drafted = np.zeros((steps, n), dtype=lengths.dtype)
+    accepted = np.zeros((steps, n), dtype=np.result_type(runs.dtype, lengths.dtype))
+    valid = np.zeros((steps, n), dtype=bool)
+    start = np.full((steps, n), t - 1, dtype=np.int64)
+    _replay(runs, lengths, drafted, accepted, valid, start)
+    return {"drafted": drafted, "accepted": accepted, "valid": valid, "start": start}
+
+
+@njit(cache=True)
+def _replay_steps(runs, lengths):
+    """The most steps any stream takes (each step starts a draft at the stream's position)."""
+    n, t = runs.shape
+    most = 0
+    for r in range(n):
+        pos, k = 0, 0
+        while pos < t:
+            d = lengths[r, pos]
+            pos = pos + min(runs[r, pos], d) + 1 if pos + d <= t else t
+            k += 1
+        most = max(most, k)
+    return most
+
+
+@njit(cache=True)
+def _replay(runs, lengths, drafted, accepted, valid, start):
+    """Each stream's steps into the (steps, n) outputs (zero-filled; ``start`` prefilled with t - 1)."""
+    n, t = runs.shape
+    for r in range(n):
+        pos, k = 0, 0
+        while pos < t:
+            d = lengths[r, pos]
+            start[k, r] = pos
+            if pos + d <= t:
+                a = min(runs[r, pos], d)
+                drafted[k, r] = d
+                accepted[k, r] = a
+                valid[k, r] = True
+                pos = pos + a + 1
+            else:
+                pos = t
+            k += 1
 
 
 def fixed_lengths(shape, d: int) -> np.ndarray:

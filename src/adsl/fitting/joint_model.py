@@ -75,7 +75,10 @@ def calibration_curve(joint: dict, confidence, shift: float = 0.0, prev_rate: fl
     nodes, weights = np.polynomial.hermite.hermgauss(GH_NODES)
     z = np.sqrt(2.0) * joint["s"] * nodes
     eta = joint["a"] + shift + joint["b"] * np.asarray(L)[..., None] + z
-    p = prev_rate * special.expit(eta + joint["g"]) + (1 - prev_rate) * special.expit(eta)
+    if prev_rate == 0.0 or prev_rate == 1.0:  # one of the two terms is 0 x a probability: the same bits
+        p = special.expit(eta + joint["g"] if prev_rate else eta)
+    else:
+        p = prev_rate * special.expit(eta + joint["g"]) + (1 - prev_rate) * special.expit(eta)
     return (p * weights / np.sqrt(np.pi)).sum(axis=-1)
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit
 
 from adsl.fitting.generator import match_runs, running_product_lengths
 from adsl.fitting.joint_model import calibration_curve
@@ -75,19 +76,29 @@ def product_lengths(log_first: np.ndarray, log_later: np.ndarray, log_tau: float
     values stays at or above tau, and drafts the token that crosses it (the rule sees a token's value only
     once it is drafted): the first token of a draft at ``log_first``, later ones at ``log_later``."""
     t = log_first.shape[-1]
-    flat_f = log_first.reshape(-1, t).astype(np.float64)
-    flat_l = log_later.reshape(-1, t).astype(np.float64)
-    csum = np.concatenate([np.zeros((flat_l.shape[0], 1)), np.cumsum(flat_l, axis=1)], axis=1)
-    start = np.arange(t)
-    out = np.minimum(cap, t - start)[None, :].repeat(flat_f.shape[0], axis=0)
-    decided = np.zeros(out.shape, dtype=bool)
-    for k in range(1, cap + 1):
-        end = np.minimum(start + k, t)
-        log_h = flat_f + csum[:, end] - csum[:, np.minimum(start + 1, t)]
-        below = (log_h < log_tau) & (start + k <= t) & ~decided
-        out = np.where(below, k, out)
-        decided |= below
-    return out.reshape(log_first.shape)
+    flat_f = np.ascontiguousarray(log_first.reshape(-1, t), dtype=np.float64)
+    flat_l = np.ascontiguousarray(log_later.reshape(-1, t), dtype=np.float64)
+    return _product_lengths(flat_f, flat_l, float(log_tau), int(cap)).reshape(log_first.shape)
+
+
+@njit(cache=True)
+def _product_lengths(flat_f, flat_l, log_tau, cap):
+    """Per row and start s, the first k <= cap with first[s] + later[s+1] + ... + later[s+k-1] < log_tau
+    (a difference of running sums, added in the order numpy's cumsum adds), else cap or the rest."""
+    rows, t = flat_f.shape
+    out = np.empty((rows, t), np.int64)
+    csum = np.zeros(t + 1)
+    for r in range(rows):
+        for i in range(t):
+            csum[i + 1] = csum[i] + flat_l[r, i]
+        for s in range(t):
+            length = min(cap, t - s)
+            for k in range(1, min(cap, t - s) + 1):
+                if flat_f[r, s] + csum[s + k] - csum[s + 1] < log_tau:
+                    length = k
+                    break
+            out[r, s] = length
+    return out
 
 
 def fixed(inputs: PolicyInputs, cap: int) -> np.ndarray:
@@ -161,13 +172,19 @@ def entropy_bound(inputs: PolicyInputs, cap: int) -> np.ndarray:
 def leading_run(ok: np.ndarray, cap: int) -> np.ndarray:
     """(..., T) length of the run of True values starting at each position, capped at ``cap``."""
     t = ok.shape[-1]
-    flat = ok.reshape(-1, t)
-    run = np.zeros(flat.shape, dtype=np.int64)
-    nxt = np.zeros(flat.shape[0], dtype=np.int64)
-    for k in range(t - 1, -1, -1):
-        nxt = np.where(flat[:, k], nxt + 1, 0)
-        run[:, k] = nxt
-    return np.minimum(run, cap).reshape(ok.shape)
+    return _leading_run(np.ascontiguousarray(ok.reshape(-1, t)), int(cap)).reshape(ok.shape)
+
+
+@njit(cache=True)
+def _leading_run(flat, cap):
+    rows, t = flat.shape
+    out = np.empty((rows, t), np.int64)
+    for r in range(rows):
+        run = 0
+        for k in range(t - 1, -1, -1):
+            run = run + 1 if flat[r, k] else 0
+            out[r, k] = min(run, cap)
+    return out
 
 
 def goodput(inputs: PolicyInputs, cap: int) -> np.ndarray:
