@@ -2,6 +2,8 @@
 the scalar reference adsl.profiling.replay."""
 
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,11 +12,13 @@ from adsl.fitting.generator import (
     draft_log_products,
     fixed_lengths,
     log_running_sums,
-    match_runs,
     replay_lengths,
     running_product_lengths,
 )
 from adsl.profiling import replay as scalar
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from bench_policies import lockstep_replay  # noqa: E402  (the numpy form the compiled replay replaced)
 
 
 def expit(x):
@@ -81,22 +85,6 @@ def test_replay_matches_the_scalar_reference_per_stream():
         assert r["drafted"][v, row].tolist() == ref.drafted.tolist()
         assert r["accepted"][v, row].tolist() == ref.accepted.tolist()
         assert r["drafted"][~v, row].sum() == 0 and r["accepted"][~v, row].sum() == 0
-
-
-def lockstep_replay(acc, lengths):
-    """Every stream one step at a time, in lockstep (the numpy form the compiled replay replaced)."""
-    n, t = acc.shape
-    runs, pos, rows = match_runs(acc), np.zeros(n, dtype=np.int64), np.arange(n)
-    out = {"drafted": [], "accepted": [], "valid": [], "start": []}
-    while (pos < t).any():
-        p = np.minimum(pos, t - 1)
-        d = lengths[rows, p]
-        ok = (pos < t) & (pos + d <= t)
-        a = np.minimum(runs[rows, p], d)
-        for key, v in (("drafted", np.where(ok, d, 0)), ("accepted", np.where(ok, a, 0)), ("valid", ok), ("start", p)):
-            out[key].append(v)
-        pos = np.where(ok, pos + a + 1, t)
-    return {k: np.array(v) for k, v in out.items()}
 
 
 @pytest.mark.parametrize("flags", [False, True])
