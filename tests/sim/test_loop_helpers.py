@@ -6,6 +6,7 @@ verified, in every run."""
 import heapq
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -54,3 +55,57 @@ def test_the_pools_cut_is_the_kth_largest_and_leaves_its_input_alone(values, dat
     k = data.draw(st.integers(1, a.size))
     assert loop._kth_largest(a, k) == np.sort(a)[::-1][k - 1]
     assert np.array_equal(a, before)
+
+
+def _union(intervals):
+    """Sorted busy intervals with touching or overlapping ones merged."""
+    out = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [tuple(i) for i in out]
+
+
+def _first_fit(intervals, t, dur):
+    """The earliest start >= t whose [start, start + dur) overlaps no busy interval: t or some interval's end."""
+    for c in sorted({t, *(e for _, e in intervals if e >= t)}):
+        if all(e <= c or s >= c + dur for s, e in intervals):
+            return c
+    raise AssertionError("no gap")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(1, 6)), min_size=1, max_size=25))
+def test_gap_booking_is_first_fit_and_keeps_merged_sorted_intervals(requests):
+    """Passes released at times 0..30 for 1..6 time units (integers: touching intervals touch exactly) are
+    booked on one machine of two: each at the first gap at or after its release, as a brute-force search
+    finds it, and the machine's intervals stay the union of the bookings, sorted, touching ones merged
+    (extend the previous one, fill a gap between two exactly, or start the next earlier)."""
+    st_, en, cnt = np.zeros((2, 64)), np.zeros((2, 64)), np.zeros(2, np.int64)
+    booked = []
+    for release, dur in requests:
+        want = _first_fit(booked, float(release), float(dur))
+        assert loop._place(st_, en, cnt, 1, float(release), float(dur)) == want
+        booked.append((want, want + dur))
+        n = int(cnt[1])
+        assert [(s, e) for s, e in zip(st_[1, :n], en[1, :n], strict=True)] == _union(booked)
+        assert cnt[0] == 0
+
+
+def test_the_prune_forgets_what_ended_by_now_every_pruneth_call_and_a_full_machine_stops():
+    mach = loop.machines(2, 1)
+    for s in (0.0, 2.0, 4.0, 6.0):
+        loop._place(mach[0], mach[1], mach[2], 0, s, 1.0)
+    loop._place(mach[0], mach[1], mach[2], 1, 0.0, 10.0)
+    for call in range(1, loop.PRUNE + 1):
+        loop.advance(mach, 5.0)
+        kept = [(s, e) for s, e in zip(mach[0][0, : mach[2][0]], mach[1][0, : mach[2][0]], strict=True)]
+        assert kept == ([(0.0, 1.0), (2.0, 3.0), (4.0, 5.0), (6.0, 7.0)] if call < loop.PRUNE else [(6.0, 7.0)])
+    assert mach[2][1] == 1 and (mach[0][1, 0], mach[1][1, 0]) == (0.0, 10.0)
+    full = np.zeros((1, 2)), np.zeros((1, 2)), np.zeros(1, np.int64)
+    loop._place(*full, 0, 0.0, 1.0)
+    loop._place(*full, 0, 2.0, 1.0)
+    with pytest.raises(RuntimeError, match="more busy intervals than CAPACITY"):
+        loop._place(*full, 0, 4.0, 1.0)
