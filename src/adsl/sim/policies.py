@@ -177,6 +177,7 @@ def leading_run(ok: np.ndarray, cap: int) -> np.ndarray:
 
 @njit(cache=True)
 def _leading_run(flat, cap):
+    """Per row, the run of True values from each position (counted from the row's end), capped."""
     rows, t = flat.shape
     out = np.empty((rows, t), np.int64)
     for r in range(rows):
