@@ -1,7 +1,9 @@
-"""The event loop's own data structures against the standard library: the heap of (time, group) that
-orders the micro-batches' rounds (``loop._push`` / ``loop._pop``) and the pool's cut (``loop._kth_largest``).
-A heap that pops out of order or a cut one token off changes which round runs next and which drafts are
-verified, in every run."""
+"""The event loop's own data structures against the standard library and brute force: the heap of (time,
+group) that orders the micro-batches' rounds (``loop._push`` / ``loop._pop``), the pool's cut
+(``loop._kth_largest``) and a machine's busy intervals (``loop._place`` / ``advance``: first-fit gap
+booking, merging, pruning, the capacity stop). A heap that pops out of order, a cut one token off or a
+pass booked into a gap too short changes which round runs next, which drafts are verified and when, in
+every run."""
 
 import heapq
 
