@@ -208,7 +208,7 @@ def test_the_compiled_loops_equal_their_uncompiled_selves(monkeypatch):
     compiled += list(generator.draw_streams(model, 7, 30, np.random.default_rng(2)))
     acc, lengths = conf > 0.6, rng.integers(0, 8, conf.shape)
     compiled += list(replay_lengths(acc, lengths).values())
-    for name in ("_first_below", "_positions", "_replay_steps", "_replay"):
+    for name in ("_first_below", "_positions", "_replay"):
         monkeypatch.setattr(generator, name, getattr(generator, name).py_func)
     plain = [running_product_lengths(conf, 0.4, 9, b) for b in (0.0, 0.8)]
     plain += list(generator.draw_streams(model, 7, 30, np.random.default_rng(2)))

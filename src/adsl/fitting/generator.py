@@ -214,48 +214,47 @@ def replay_lengths(acc: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray
         empty = np.array([])
         return {"drafted": empty, "accepted": empty.copy(), "valid": empty.copy(), "start": empty.copy()}
     lengths = np.ascontiguousarray(lengths)
-    steps = _replay_steps(runs, lengths)
-    drafted = np.zeros((steps, n), dtype=lengths.dtype)
-    accepted = np.zeros((steps, n), dtype=np.result_type(runs.dtype, lengths.dtype))
-    valid = np.zeros((steps, n), dtype=bool)
-    start = np.full((steps, n), t - 1, dtype=np.int64)
-    _replay(runs, lengths, drafted, accepted, valid, start)
-    return {"drafted": drafted, "accepted": accepted, "valid": valid, "start": start}
+    out = _replay_arrays(0, n, t, runs.dtype, lengths.dtype)
+    out = _replay_arrays(_replay(runs, lengths, *out), n, t, runs.dtype, lengths.dtype)
+    _replay(runs, lengths, *out)
+    return dict(zip(("drafted", "accepted", "valid", "start"), out, strict=True))
+
+
+def _replay_arrays(steps: int, n: int, t: int, runs_dtype, lengths_dtype) -> tuple[np.ndarray, ...]:
+    """The (steps, n) outputs of ``_replay``: drafted, accepted, valid (zero-filled) and start (t - 1)."""
+    return (
+        np.zeros((steps, n), dtype=lengths_dtype),
+        np.zeros((steps, n), dtype=np.result_type(runs_dtype, lengths_dtype)),
+        np.zeros((steps, n), dtype=bool),
+        np.full((steps, n), t - 1, dtype=np.int64),
+    )
 
 
 @njit(cache=True)
-def _replay_steps(runs, lengths):
-    """The most steps any stream takes (each step starts a draft at the stream's position)."""
+def _replay(runs, lengths, drafted, accepted, valid, start):
+    """Each stream's steps into the (steps, n) outputs; returns the most steps a stream took. With 0-row
+    outputs it only counts (the first of the two calls ``replay_lengths`` makes)."""
     n, t = runs.shape
+    write = drafted.shape[0] > 0
     most = 0
     for r in range(n):
         pos, k = 0, 0
         while pos < t:
             d = lengths[r, pos]
-            pos = pos + min(runs[r, pos], d) + 1 if pos + d <= t else t
-            k += 1
-        most = max(most, k)
-    return most
-
-
-@njit(cache=True)
-def _replay(runs, lengths, drafted, accepted, valid, start):
-    """Each stream's steps into the (steps, n) outputs (zero-filled; ``start`` prefilled with t - 1)."""
-    n, t = runs.shape
-    for r in range(n):
-        pos, k = 0, 0
-        while pos < t:
-            d = lengths[r, pos]
-            start[k, r] = pos
+            if write:
+                start[k, r] = pos
             if pos + d <= t:
                 a = min(runs[r, pos], d)
-                drafted[k, r] = d
-                accepted[k, r] = a
-                valid[k, r] = True
+                if write:
+                    drafted[k, r] = d
+                    accepted[k, r] = a
+                    valid[k, r] = True
                 pos = pos + a + 1
             else:
                 pos = t
             k += 1
+        most = max(most, k)
+    return most
 
 
 def fixed_lengths(shape, d: int) -> np.ndarray:
