@@ -9,6 +9,10 @@ import numpy as np
 import pytest
 
 from adsl.fitting.generator import (
+    CONTINUED,
+    FIRST,
+    acceptance_rate,
+    acceptance_rates,
     draft_log_products,
     fixed_lengths,
     log_running_sums,
@@ -208,10 +212,33 @@ def test_the_compiled_loops_equal_their_uncompiled_selves(monkeypatch):
     compiled += list(generator.draw_streams(model, 7, 30, np.random.default_rng(2)))
     acc, lengths = conf > 0.6, rng.integers(0, 8, conf.shape)
     compiled += list(replay_lengths(acc, lengths).values())
-    for name in ("_first_below", "_positions", "_replay"):
+    flags = rng.integers(0, 4, conf.shape).astype(np.uint8)
+    compiled += [generator.match_runs(flags), generator.match_runs(flags, True), acceptance_rates(flags, [1, 3, 9])]
+    for name in ("_first_below", "_positions", "_replay", "_match_runs", "_fixed_totals"):
         monkeypatch.setattr(generator, name, getattr(generator, name).py_func)
     plain = [running_product_lengths(conf, 0.4, 9, b) for b in (0.0, 0.8)]
     plain += list(generator.draw_streams(model, 7, 30, np.random.default_rng(2)))
     plain += list(replay_lengths(acc, lengths).values())
+    plain += [generator.match_runs(flags), generator.match_runs(flags, True), acceptance_rates(flags, [1, 3, 9])]
     for a, b in zip(compiled, plain, strict=True):
         assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("flagged", [False, True])
+def test_acceptance_rates_are_the_replayed_totals_to_the_bit(flagged):
+    """``acceptance_rates`` walks fixed-d drafts over the runs itself: per d, accepted / drafted over the valid
+    steps of ``replay_lengths`` with d everywhere, equal to the bit (integer totals), d up to the stream's
+    length (one step per stream at d = t, drafts that cannot fit are not counted)."""
+    rng = np.random.default_rng(12)
+    for t in (1, 5, 33):
+        acc = rng.random((9, t)) < 0.7
+        if flagged:
+            acc = acc * FIRST | (rng.random((9, t)) < 0.8) * CONTINUED
+        lengths = [d for d in (1, 2, 3, 8, 16) if d <= t]
+        want = []
+        for d in lengths:
+            r = replay_lengths(acc, fixed_lengths(acc.shape, d))
+            want.append(r["accepted"][r["valid"]].sum() / r["drafted"][r["valid"]].sum())
+        got = acceptance_rates(acc, lengths)
+        assert got.tolist() == want
+        assert [acceptance_rate(acc, d) for d in lengths] == want

@@ -173,6 +173,33 @@ def test_running_products_record_every_drafted_position_by_hand():
     assert passed.tolist() == [True, False, True, True, True, True]
 
 
+@pytest.mark.parametrize("boost", [0.0, 0.9])
+def test_running_products_are_ordered_by_step_then_token_then_stream(boost):
+    """Several streams of different fortunes: H_j and pass/fail in the order a loop over the replay's steps,
+    then j = 1..d_max, then the streams with a valid step records them (H as ``draft_log_products`` gives it)."""
+    from adsl.fitting.generator import draft_log_products, fixed_lengths, replay_lengths
+    from adsl.fitting.tau import running_products
+
+    rng = np.random.default_rng(4)
+    conf = rng.beta(5, 1, (5, 23))
+    acc = rng.random((5, 23)) < 0.75
+    d_max = 4
+    r = replay_lengths(acc, fixed_lengths(acc.shape, d_max))
+    log_h = draft_log_products(conf, boost)
+    want_h, want_p = [], []
+    pos = np.zeros(5, dtype=np.int64)
+    for step in range(r["drafted"].shape[0]):
+        for j in range(1, d_max + 1):
+            for i in range(5):
+                if r["valid"][step, i]:
+                    want_h.append(np.exp(log_h(np.array([[pos[i]]]), j)[i, 0]))
+                    want_p.append(r["accepted"][step, i] >= j)
+        pos = np.where(r["valid"][step], pos + r["accepted"][step] + 1, 23)
+    h, passed = running_products(conf, acc, d_max, boost)
+    np.testing.assert_allclose(h, want_h, rtol=1e-14)
+    assert passed.tolist() == want_p
+
+
 def test_the_continuation_boost_reaches_every_step_of_the_procedure():
     """A calibration's continuation term raises later tokens' confidence: longer drafts at the same
     tau, more products above it, and a different tau."""

@@ -181,26 +181,34 @@ def as_flags(acc: np.ndarray) -> np.ndarray:
 
 def match_runs(acc: np.ndarray, continuing: bool = False) -> np.ndarray:
     """runs[r, i] = tokens accepted from a draft of request r that starts at position i (for bool
-    streams, the distance from i to the first rejected position at or after i: a reversed running
-    minimum, no Python loop). For flagged streams the first token must pass FIRST and later ones
-    CONTINUED; ``continuing``: the draft continues an accepted one (every token uses CONTINUED)."""
-    if acc.dtype != bool:
-        cont = _runs(acc & CONTINUED != 0)
-        if continuing:
-            return cont
-        after = np.concatenate([cont[:, 1:], np.zeros((acc.shape[0], 1), dtype=np.int32)], axis=1)
-        return np.where(acc & FIRST != 0, 1 + after, 0).astype(np.int32)
-    return _runs(acc)
-
-
-def _runs(acc: np.ndarray) -> np.ndarray:
+    streams, the distance from i to the first rejected position at or after i). For flagged streams the
+    first token must pass FIRST and later ones CONTINUED; ``continuing``: the draft continues an accepted
+    one (every token uses CONTINUED). uint16 while the streams are shorter than 65,535 positions (half
+    the memory traffic of int32), int32 for flagged streams' first-token runs."""
     n, t = acc.shape
-    dtype = np.uint16 if t < np.iinfo(np.uint16).max else np.int32  # half the memory traffic
-    ar = np.arange(t, dtype=dtype)[None, :]
-    where = np.where(acc, dtype(t), ar)
-    first_miss = np.minimum.accumulate(where[:, ::-1], axis=1)[:, ::-1]
-    first_miss -= ar
-    return first_miss
+    flagged = acc.dtype != bool
+    dtype = np.int32 if flagged and not continuing else np.uint16 if t < np.iinfo(np.uint16).max else np.int32
+    out = np.empty((n, t), dtype)
+    _match_runs(np.ascontiguousarray(acc), flagged, continuing, out)
+    return out
+
+
+@njit(cache=True)
+def _match_runs(acc, flagged, continuing, out):
+    """Each stream from its end: the run of CONTINUED (bool: accepted) positions after position i, one
+    more where position i passes (FIRST for a flagged draft's first token)."""
+    n, t = acc.shape
+    for r in range(n):
+        after = 0  # tokens passing as later tokens of a draft, from position i + 1 on
+        for i in range(t - 1, -1, -1):
+            x = acc[r, i]
+            if not flagged:
+                after = after + 1 if x else 0
+                out[r, i] = after
+                continue
+            here = after + 1 if x & CONTINUED else 0
+            out[r, i] = here if continuing else (after + 1 if x & FIRST else 0)
+            after = here
 
 
 def replay_lengths(acc: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray]:
@@ -268,13 +276,19 @@ def log_running_sums(conf: np.ndarray) -> np.ndarray:
     return np.concatenate([np.zeros((conf.shape[0], 1)), np.cumsum(logc, axis=1)], axis=1)
 
 
-def draft_log_products(conf: np.ndarray, boost: float = 0.0):
+def running_sums(conf: np.ndarray, boost: float = 0.0) -> tuple[np.ndarray, np.ndarray | None]:
+    """The ``log_running_sums`` of the confidences (a draft's first token) and of ``later_confidence``
+    (its later tokens; None when ``boost`` is 0): what ``draft_log_products`` and
+    ``running_product_lengths`` read, computed once for callers that ask many questions of one stream set."""
+    return log_running_sums(conf), log_running_sums(later_confidence(conf, boost)) if boost else None
+
+
+def draft_log_products(conf: np.ndarray, boost: float = 0.0, sums: tuple | None = None):
     """A function (start, k) -> log of the running product H over the first k tokens of drafts that
     start at ``start`` (a row vector for every stream, or one column per stream: (n, m)): the first
-    token at its confidence, later ones at ``later_confidence``."""
+    token at its confidence, later ones at ``later_confidence``. ``sums``: ``running_sums(conf, boost)``."""
     n, t = conf.shape
-    csum = log_running_sums(conf)
-    later = log_running_sums(later_confidence(conf, boost)) if boost else None
+    csum, later = sums or running_sums(conf, boost)
 
     def at(sums, idx):
         if np.ndim(idx) == 1:  # one start per column, the same for every stream: plain column indexing
@@ -290,12 +304,15 @@ def draft_log_products(conf: np.ndarray, boost: float = 0.0):
     return log_h
 
 
-def running_product_lengths(conf: np.ndarray, tau: float, d_max: int, boost: float = 0.0) -> np.ndarray:
+def running_product_lengths(
+    conf: np.ndarray, tau: float, d_max: int, boost: float = 0.0, sums: tuple | None = None
+) -> np.ndarray:
     """Vectorized form of adsl.profiling.replay.running_product_lengths for (n, t) streams; ``boost``:
-    the continuation term of a calibration that moves confidences (``continuation_boost``)."""
-    csum = log_running_sums(conf)
-    later = log_running_sums(later_confidence(conf, boost)) if boost else csum
-    return _first_below(csum, later, np.log(tau) if tau > 0 else -np.inf, d_max, bool(boost))
+    the continuation term of a calibration that moves confidences (``continuation_boost``); ``sums``:
+    ``running_sums(conf, boost)``."""
+    csum, later = sums or running_sums(conf, boost)
+    log_tau = np.log(tau) if tau > 0 else -np.inf
+    return _first_below(csum, csum if later is None else later, log_tau, d_max, later is not None)
 
 
 @njit(cache=True)
@@ -323,5 +340,31 @@ def _first_below(csum, later, log_tau, d_max, boosted):
 
 def acceptance_rate(acc: np.ndarray, d: int) -> float:
     """Accepted / drafted tokens of fixed-``d`` speculative decoding replayed over the streams ``acc``."""
-    r = replay_lengths(acc, fixed_lengths(acc.shape, d))
-    return float(r["accepted"][r["valid"]].sum() / r["drafted"][r["valid"]].sum())
+    return float(acceptance_rates(acc, [d])[0])
+
+
+def acceptance_rates(acc: np.ndarray, lengths) -> np.ndarray:
+    """``acceptance_rate`` at each fixed draft length of ``lengths``, from one ``match_runs`` of the streams:
+    integer totals of ``replay_lengths``' valid steps (exact), divided as numpy divides them."""
+    runs = match_runs(acc)
+    out = np.empty(len(lengths))
+    for k, d in enumerate(lengths):
+        accepted, drafted = _fixed_totals(runs, np.int64(d))
+        out[k] = np.int64(accepted) / np.int64(drafted)
+    return out
+
+
+@njit(cache=True)
+def _fixed_totals(runs, d):
+    """(accepted, drafted) tokens over every stream's steps at draft length ``d``: ``_replay``'s walk, whose
+    steps stop at the first draft window that passes the stream's end."""
+    n, t = runs.shape
+    accepted, steps = 0, 0
+    for r in range(n):
+        pos = 0
+        while pos < t and pos + d <= t:
+            a = min(np.int64(runs[r, pos]), d)
+            accepted += a
+            steps += 1
+            pos += a + 1
+    return accepted, steps * d

@@ -37,7 +37,7 @@ import copy
 import numpy as np
 from scipy import optimize
 
-from adsl.fitting.generator import FIRST, acceptance_rate, draw_streams
+from adsl.fitting.generator import FIRST, acceptance_rates, draw_streams
 
 SPREAD_POSITIONS = 128  # positions per request for the per-request rate spread (the profile's minimum)
 
@@ -91,7 +91,7 @@ def rates_for_shift(
     """Acceptance rate at each of ``lengths`` on streams drawn with ``shift`` (seeded: common random numbers)."""
     rng = np.random.default_rng(seed)
     _, acc = draw_streams(model, n, t, rng, shift=shift, continuation=continuation, applies_to=applies_to)
-    return np.array([acceptance_rate(acc, d) for d in lengths])
+    return acceptance_rates(acc, lengths)
 
 
 def _fit_shift(model, target, n, t, seed, continuation, applies_to="acceptance") -> tuple[float, float]:

@@ -11,7 +11,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from adsl.fitting.generator import draft_log_products, fixed_lengths, replay_lengths, running_product_lengths
+from adsl.fitting.generator import (
+    draft_log_products,
+    fixed_lengths,
+    replay_lengths,
+    running_product_lengths,
+    running_sums,
+)
 
 
 def read_taus(path) -> dict[str, dict[str, float]]:
@@ -20,19 +26,20 @@ def read_taus(path) -> dict[str, dict[str, float]]:
     return {pair: dict(zip(g.category, g.tau.astype(float), strict=True)) for pair, g in t.groupby("pair")}
 
 
-def running_products(conf: np.ndarray, acc: np.ndarray, d_max: int, boost: float = 0.0):
+def running_products(conf: np.ndarray, acc: np.ndarray, d_max: int, boost: float = 0.0, sums: tuple | None = None):
     """H_j and pass/fail for every drafted position of fixed-d_max speculative decoding (``boost``: the
-    later tokens' confidence term, ``adsl.fitting.generator.continuation_boost``)."""
+    later tokens' confidence term, ``adsl.fitting.generator.continuation_boost``; ``sums``: its
+    ``running_sums``), step by step, in each step j = 1..d_max, in each j the streams with a valid step."""
     n, t = conf.shape
     r = replay_lengths(acc, fixed_lengths(acc.shape, d_max))
-    log_h = draft_log_products(conf, boost)
+    log_h = draft_log_products(conf, boost, sums)
+    k = np.arange(1, d_max + 1)
     h, passed = [], []
     pos = np.zeros(n, dtype=np.int64)
     for step in range(r["drafted"].shape[0]):
         ok = r["valid"][step]
-        for j in range(1, d_max + 1):
-            h.append(np.exp(log_h(pos[:, None], j)[:, 0])[ok])
-            passed.append((r["accepted"][step] >= j)[ok])
+        h.append(np.exp(np.ascontiguousarray(log_h(pos[:, None], k[None, :]).T))[:, ok].ravel())
+        passed.append((r["accepted"][step][None, :] >= k[:, None])[:, ok].ravel())
         pos = np.where(ok, pos + r["accepted"][step] + 1, t)
     return np.concatenate(h), np.concatenate(passed)
 
@@ -51,12 +58,12 @@ def success_curve(h: np.ndarray, passed: np.ndarray, bins: int = 20) -> dict:
     }
 
 
-def mean_draft(conf: np.ndarray, tau: float, d_max: int, boost: float = 0.0) -> float:
+def mean_draft(conf: np.ndarray, tau: float, d_max: int, boost: float = 0.0, sums: tuple | None = None) -> float:
     """Mean draft length of the running-product rule at ``tau`` over every start position of the streams."""
-    return float(running_product_lengths(conf, tau, d_max, boost).mean())
+    return float(running_product_lengths(conf, tau, d_max, boost, sums).mean())
 
 
-def success_at(conf, acc, tau, d_max, boost: float = 0.0) -> tuple[float, float]:
+def success_at(conf, acc, tau, d_max, boost: float = 0.0, sums: tuple | None = None) -> tuple[float, float]:
     """(success rate, acceptance) of drafting with the running-product rule at ``tau``.
 
     Success rate: accepted / drafted over the tokens drafted with H >= tau, the region the success
@@ -64,11 +71,11 @@ def success_at(conf, acc, tau, d_max, boost: float = 0.0) -> tuple[float, float]
     rule can only stop after seeing its probability) and verified, so the acceptance (accepted /
     drafted over every drafted token) is lower; it is reported beside it."""
     n, t = conf.shape
-    lengths = running_product_lengths(conf, tau, d_max, boost)
+    lengths = running_product_lengths(conf, tau, d_max, boost, sums)
     r = replay_lengths(acc, lengths)
     v = r["valid"]
     start = np.minimum(r["start"], t - 1).T  # (n, steps)
-    log_h = draft_log_products(conf, boost)(start, r["drafted"].T).T
+    log_h = draft_log_products(conf, boost, sums)(start, r["drafted"].T).T
     crossed = (log_h < (np.log(tau) if tau > 0 else -np.inf)) & (r["drafted"] > 0)
     kept = r["drafted"] - crossed
     success = np.minimum(r["accepted"], kept)[v].sum() / max(kept[v].sum(), 1)
@@ -86,14 +93,15 @@ def calibrate_tau(
     boost: float = 0.0,
 ) -> dict:
     """Tau by the module's offline procedure; ``feasible`` False (tau 1) when no H window reaches ``target``."""
-    h, passed = running_products(conf, acc, d_max, boost)
+    sums = running_sums(conf, boost)  # every question below asks of the same streams
+    h, passed = running_products(conf, acc, d_max, boost, sums)
     curve = success_curve(h, passed)
     best = None
     for lo in np.round(np.arange(0.0, 1.0 - window + 1e-9, 0.05), 10):
         sel = (h >= lo) & (h <= lo + window)
         if sel.sum() < 20 or passed[sel].mean() < target:
             continue
-        avg = mean_draft(conf, lo, d_max, boost)
+        avg = mean_draft(conf, lo, d_max, boost, sums)
         if best is None or avg > best[1]:
             best = (lo, avg)
     if best is None:
@@ -101,8 +109,8 @@ def calibrate_tau(
     lo = best[0]
     cands = []
     for tau in np.linspace(lo, lo + window, grid):
-        s, a = success_at(conf, acc, tau, d_max, boost)
-        cands.append((tau, s, mean_draft(conf, tau, d_max, boost), a))
+        s, a = success_at(conf, acc, tau, d_max, boost, sums)
+        cands.append((tau, s, mean_draft(conf, tau, d_max, boost, sums), a))
     feasible = [c for c in cands if c[1] >= target]
     tau, s, avg, a = max(feasible, key=lambda c: c[2]) if feasible else max(cands, key=lambda c: c[1])
     return {
