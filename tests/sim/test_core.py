@@ -15,6 +15,7 @@ from adsl.sim.loop import KINDS, TABLES
 from adsl.sim.result import union_length
 from adsl.sim.setup import SimError
 from adsl.sim.tables import Layout, PassTables
+from adsl.sim.workload import Workload
 from tests.sim.builders import GPU, PIM_DRAFT, logged, pim_sd, pooled, setup, streams
 
 PAIR = "OPT-66B"
@@ -42,8 +43,8 @@ def _run_case(monkeypatch, models, setup_, serving, x=2, out=None):
     conf, acc = streams(4, x, n, 100)
     lengths = np.stack([running_product_lengths(c, 0.4, 9) for c in conf])
     sd = setup_.decoding == "sd"
-    args = (setup_, models.pair(PAIR), np.full((x, n), 64.0), out, acc if sd else None, lengths if sd else None)
-    return out, *_logged(monkeypatch, *args, conf, conf, serving, timelines=True)
+    work = Workload(np.full((x, n), 64.0), out, acc if sd else None, lengths if sd else None, conf, conf)
+    return out, *_logged(monkeypatch, setup_, models.pair(PAIR), work, serving, timelines=True)
 
 
 @pytest.mark.parametrize("name,make", CASES)
@@ -127,7 +128,9 @@ def test_with_every_draft_rejected_every_drafted_token_is_wasted(models, hw, mon
     acc = np.zeros(conf.shape, bool)
     out = np.random.default_rng(5).integers(5, 40, (2, n))
     lengths = np.stack([running_product_lengths(c, 0.4, 9) for c in conf])
-    res, reps = _logged(monkeypatch, pooled(hw, eager), pair, np.full((2, n), 64.0), out, acc, lengths, conf, conf)
+    res, reps = _logged(
+        monkeypatch, pooled(hw, eager), pair, Workload(np.full((2, n), 64.0), out, acc, lengths, conf, conf)
+    )
     np.testing.assert_array_equal(res.tokens, out.sum(axis=1))
     np.testing.assert_array_equal(res.request_rounds, out.sum(axis=1))
     for r, rep in enumerate(reps):
@@ -156,7 +159,7 @@ def test_one_micro_batch_runs_its_passes_back_to_back(models, hw, n, d, system, 
     lengths = np.stack([running_product_lengths(c, 0.5, d) for c in conf])
     for decoding, lens in (("ad", None), ("sd", None), ("sd", lengths)):
         s = setup(hw, system, decoding, d, policy="running_product" if lens is not None else "fixed")
-        res = simulate_core(s, pair, prompt, out, acc if decoding == "sd" else None, lens, timelines=True)
+        res = simulate_core(s, pair, Workload(prompt, out, acc if decoding == "sd" else None, lens), timelines=True)
         np.testing.assert_array_equal(res.tokens, out.sum(axis=1))
         assert res.placement["micro_batches"] == 1.0
         for r, timeline in enumerate(res.timelines):
@@ -184,7 +187,9 @@ def test_other_placements_copies_and_lengths_conserve_tokens(models, hw, system,
     s = setup(hw, system, decoding, d, draft_copies=copies, **kw)
     _, acc = streams(5, 2, n, o + d + 1, p=0.7)
     out = np.full((2, n), o)
-    res = simulate_core(s, models.pair(PAIR), np.full((2, n), float(p)), out, acc if d else None, timelines=True)
+    res = simulate_core(
+        s, models.pair(PAIR), Workload(np.full((2, n), float(p)), out, acc if d else None), timelines=True
+    )
     np.testing.assert_array_equal(res.tokens, out.sum(axis=1))
     for r, timeline in enumerate(res.timelines):
         assert res.time_s[r] == pytest.approx(sum(e - s for _, s, e in timeline["jobs"]), rel=1e-12)
@@ -203,9 +208,9 @@ def test_tau_zero_one_micro_batch_pool_equals_fixed_length_sd(models, hw):
     prompt = np.full((2, 5), 64.0)
     d = 4
     lengths = np.full(acc.shape, 2 * d + 1)
-    sd = simulate_core(setup(hw, d=d), pair, prompt, out, acc)
-    pooled_ = simulate_core(pooled(hw, False, mb=1, d=d), pair, prompt, out, acc, lengths, conf, conf)
-    sd_pim = simulate_core(setup(hw, d=d, draft_mapping=PIM_DRAFT), pair, prompt, out, acc)
+    sd = simulate_core(setup(hw, d=d), pair, Workload(prompt, out, acc))
+    pooled_ = simulate_core(pooled(hw, False, mb=1, d=d), pair, Workload(prompt, out, acc, lengths, conf, conf))
+    sd_pim = simulate_core(setup(hw, d=d, draft_mapping=PIM_DRAFT), pair, Workload(prompt, out, acc))
     np.testing.assert_array_equal(pooled_.tokens, sd.tokens)
     for field in ("tokens", "iterations", "request_rounds", "drafted"):
         np.testing.assert_array_equal(getattr(pooled_, field), getattr(sd_pim, field), err_msg=field)
@@ -225,7 +230,7 @@ def test_prefill_makes_each_round_of_a_one_micro_batch_sequential_pool_longer_by
         prompt = np.random.default_rng(seed + 1).integers(30, 90, (2, 16)).astype(float)
         lengths = np.stack([running_product_lengths(c, 0.5, 9) for c in conf])
         plain, filled = (
-            simulate_core(s, pair, prompt, out, acc, lengths, conf, conf, Continuous(4, 3, p), timelines=True)
+            simulate_core(s, pair, Workload(prompt, out, acc, lengths, conf, conf), Continuous(4, 3, p), timelines=True)
             for p in (False, True)
         )
         for field in ("tokens", "iterations", "drafted", "request_rounds"):
@@ -246,7 +251,7 @@ def test_sequential_pool_micro_batches_change_only_when_drafts_end(models, hw):
     prompt = np.full((2, 9), 64.0)
     lengths = np.stack([running_product_lengths(c, 0.5, 9) for c in conf])
     setups = [pooled(hw, False, mb=m, pool=20) for m in (1, 2, 3)]
-    runs = [simulate_core(s, pair, prompt, out, acc, lengths, conf, conf) for s in setups]
+    runs = [simulate_core(s, pair, Workload(prompt, out, acc, lengths, conf, conf)) for s in setups]
     for res in runs[1:]:
         assert res.placement["micro_batches"] > 1
         for field in ("tokens", "iterations", "request_rounds", "drafted"):
@@ -269,7 +274,7 @@ def test_stage_times_are_the_union_of_the_jobs_of_each_kind(models, hw):
     lengths = np.stack([running_product_lengths(c, 0.5, 9) for c in conf])
     for s in (pim_sd(hw), pooled(hw, False), pooled(hw, True, "idle")):
         lens = lengths if s.pool_tokens else None
-        res = simulate_core(s, pair, np.full((1, 8), 64.0), out, acc, lens, conf, conf, timelines=True)
+        res = simulate_core(s, pair, Workload(np.full((1, 8), 64.0), out, acc, lens, conf, conf), timelines=True)
         jobs = res.timelines[0]["jobs"]
         assert {k for k, _, _ in jobs} <= set(KINDS) and {"draft", "verify"} <= {k for k, _, _ in jobs}
         end = res.time_s[0]
@@ -296,8 +301,10 @@ def test_open_loop_with_every_request_waiting_at_zero_is_the_closed_loop(models,
     for s in (pooled(hw, True, "idle"), pim_sd(hw)):
         lens = lengths if s.pool_tokens else None
         for out in (np.random.default_rng(3).integers(5, 60, (2, n)), np.ones((2, n), np.int64)):
-            closed = simulate_core(s, pair, prompt, out, acc, lens, conf, conf, serving)
-            opened = simulate_core(s, pair, prompt, out, acc, lens, conf, conf, serving, arrivals=np.zeros((2, n)))
+            closed = simulate_core(s, pair, Workload(prompt, out, acc, lens, conf, conf), serving)
+            opened = simulate_core(
+                s, pair, Workload(prompt, out, acc, lens, conf, conf, arrivals=np.zeros((2, n))), serving
+            )
             np.testing.assert_array_equal(opened.window["total_tokens"], out.sum(axis=1))
             np.testing.assert_allclose(opened.window["total_s"], closed.window["total_s"], rtol=1e-12)
             for k, v in closed.pool.items():
@@ -317,7 +324,7 @@ def test_a_request_goes_to_the_micro_batch_that_is_free_first(models, hw, decodi
     def run(arrivals):
         a = acc if decoding == "sd" else None
         pair, prompt = models.pair(PAIR), np.full((1, 2), 64.0)
-        return simulate_core(s, pair, prompt, out, a, serving=Continuous(4, 0, False), arrivals=arrivals)
+        return simulate_core(s, pair, Workload(prompt, out, a, arrivals=arrivals), serving=Continuous(4, 0, False))
 
     busy_until = run(np.array([[0.0, 0.0]])).requests["finished"][0]  # both start at 0
     arrival = 0.3 * busy_until  # the first micro-batch is mid-round, the second idle
@@ -330,11 +337,11 @@ def test_rejects_requests_without_output_and_mismatched_shapes(models, hw):
     s = dataclasses.replace(setup(hw, decoding="ad"), micro_batching=MicroBatching(2, split="always"))
     pair = models.pair(PAIR)
     with pytest.raises(SimError, match=r"^every request needs an output length >= 1$"):
-        simulate_core(s, pair, np.full((1, 3), 64.0), np.array([[0, 3, 2]]))
+        simulate_core(s, pair, Workload(np.full((1, 3), 64.0), np.array([[0, 3, 2]])))
     with pytest.raises(SimError, match=r"must both be \(replicas, requests\), got \(1, 2\), \(1, 3\)"):
-        simulate_core(s, pair, np.full((1, 2), 64.0), np.array([[1, 3, 2]]))
+        simulate_core(s, pair, Workload(np.full((1, 2), 64.0), np.array([[1, 3, 2]])))
     with pytest.raises(SimError, match=r"must both be \(replicas, requests\), got \(3,\), \(3,\)"):
-        simulate_core(s, pair, np.full(3, 64.0), np.array([1, 3, 2]))
+        simulate_core(s, pair, Workload(np.full(3, 64.0), np.array([1, 3, 2])))
 
 
 def test_free_drafting_reaches_the_verification_only_bound(models, hw, monkeypatch):
@@ -353,7 +360,9 @@ def test_free_drafting_reaches_the_verification_only_bound(models, hw, monkeypat
     out = np.full((1, 8), 80)
     lengths = np.stack([running_product_lengths(c, 0.4, 9) for c in conf])
     for eager in (False, True):
-        res = simulate_core(pooled(hw, eager, mb=2), pair, np.full((1, 8), 64.0), out, acc, lengths, conf, conf)
+        res = simulate_core(
+            pooled(hw, eager, mb=2), pair, Workload(np.full((1, 8), 64.0), out, acc, lengths, conf, conf)
+        )
         assert res.time_s[0] == pytest.approx(res.stage_s["verify"][0], rel=1e-9)
         assert res.stage_s["draft"][0] == 0.0 and res.drafted[0] > 0
         np.testing.assert_array_equal(res.tokens, out.sum(axis=1))

@@ -5,6 +5,7 @@ import pytest
 
 from adsl.settings import Continuous
 from adsl.sim.core import simulate_core
+from adsl.sim.workload import Workload
 from tests.sim.builders import inputs, pooled
 
 PAIR = "OPT-66B"
@@ -38,9 +39,11 @@ def test_each_replica_equals_its_run_alone(models, hw, trigger, serving, flagged
     run = lambda r=None: simulate_core(  # noqa: E731
         setup,
         pair,
-        *(a if r is None else _replica(a, r) for a in (prompt, out, acc, lengths, conf, later)),
+        Workload(
+            *(a if r is None else _replica(a, r) for a in (prompt, out, acc, lengths, conf, later)),
+            arrivals=arrivals if r is None else _replica(arrivals, r),
+        ),
         serving=srv,
-        arrivals=arrivals if r is None else _replica(arrivals, r),
     )
     together = run()
     assert together.pool["eager"].min() > 0 and len(set(together.time_s)) == x  # replicas differ

@@ -16,6 +16,7 @@ from adsl.settings import Continuous, MicroBatching
 from adsl.sim.core import simulate_core
 from adsl.sim.setup import PREFILL_MAPPING, Setup, SimError
 from adsl.sim.timing import CostTable, batch_pass
+from adsl.sim.workload import Workload
 from tests.sim.builders import GPU, PIM, logged, pooled, setup
 
 PAIR = "OPT-66B"
@@ -36,7 +37,7 @@ def _groups(res, slots):
 
 def _run(models, s, out, accept=None, prompt=64.0, **kw):
     out = np.asarray(out)[None, :]
-    return simulate_core(s, models.pair(PAIR), np.full(out.shape, prompt), out, accept, **kw)
+    return simulate_core(s, models.pair(PAIR), Workload(np.full(out.shape, prompt), out, accept), **kw)
 
 
 # -- closed forms and monotonicity --------------------------------------------------------------------------
@@ -116,7 +117,9 @@ def test_every_replica_emits_its_outputs_in_bounded_rounds(models, hw, batch, d,
             setup(hw, system, decoding, d, **kw), micro_batching=MicroBatching(2, overlap=system == "attacc-pim")
         )
         sd = decoding == "sd"
-        res = simulate_core(s, pair, np.full(out.shape, 64.0), out, acc if sd else None, lengths if sd else None)
+        res = simulate_core(
+            s, pair, Workload(np.full(out.shape, 64.0), out, acc if sd else None, lengths if sd else None)
+        )
         np.testing.assert_array_equal(res.tokens, out.sum(axis=1))
         np.testing.assert_array_equal(res.window["total_tokens"], out.sum(axis=1))
         np.testing.assert_array_equal(res.window["completed"], np.full(x, batch))
@@ -143,8 +146,8 @@ def test_tau_zero_is_fixed_length_sd(models, hw):
     assert (lengths[..., : 60 + 5] == 5).all()
     s = setup(hw, "motivation-4gpu", d=5, mb=5)
     pair, prompt, out = models.pair(PAIR), np.full((2, 6), 64.0), np.full((2, 6), 60)
-    a = simulate_core(dataclasses.replace(s, policy="running_product"), pair, prompt, out, acc, lengths)
-    b = simulate_core(s, pair, prompt, out, acc)
+    a = simulate_core(dataclasses.replace(s, policy="running_product"), pair, Workload(prompt, out, acc, lengths))
+    b = simulate_core(s, pair, Workload(prompt, out, acc))
     np.testing.assert_allclose(a.time_s, b.time_s, rtol=1e-12)
     np.testing.assert_array_equal(a.tokens, b.tokens)
     np.testing.assert_array_equal(a.drafted, b.drafted)
@@ -193,10 +196,7 @@ def test_continuous_batching_keeps_slots_full_and_conserves_tokens(models, hw, s
             mp,
             s,
             models.pair(PAIR),
-            np.full((1, n), 64.0),
-            out,
-            None if ad else acc,
-            lengths,
+            Workload(np.full((1, n), 64.0), out, None if ad else acc, lengths),
             serving=Continuous(slots, 0, prefill=pre),
         )
     assert res.placement["micro_batches"] == 1.0
@@ -220,12 +220,7 @@ def test_pools_keep_slots_full_and_emit_every_output(models, hw, monkeypatch, ea
         monkeypatch,
         s,
         models.pair(PAIR),
-        np.full((2, n), 64.0),
-        out,
-        acc,
-        lengths,
-        conf,
-        conf,
+        Workload(np.full((2, n), 64.0), out, acc, lengths, conf, conf),
         Continuous(slots, slots),
     )
     for r, rep in enumerate(reps):
@@ -242,12 +237,12 @@ def test_window_excludes_warmup_and_drain(models, hw):
     out = np.full((1, n), 10)
     s = setup(hw, decoding="ad")
     pair = models.pair(PAIR)
-    res = simulate_core(s, pair, np.full((1, n), 64.0), out, serving=Continuous(slots, slots))
+    res = simulate_core(s, pair, Workload(np.full((1, n), 64.0), out), serving=Continuous(slots, slots))
     assert res.placement["micro_batches"] == 1.0
     assert res.iterations[0] == 20 and res.tokens[0] == 2 * slots * 10
     assert res.window["completed"][0] == (k - 1) * slots  # generations 2 and 3; then the batch drains
     assert res.window["total_tokens"][0] == n * 10
-    static = simulate_core(s, pair, np.full((1, slots), 64.0), np.full((1, slots), 10))
+    static = simulate_core(s, pair, Workload(np.full((1, slots), 64.0), np.full((1, slots), 10)))
     assert res.time_s[0] > 2 * static.time_s[0]  # prefill of the admitted requests is charged
     assert res.window["end_s"][0] == res.window["total_s"][0]  # the last generation ends with the run
 
@@ -260,7 +255,7 @@ def test_one_decode_step_is_one_pass_of_the_cost_model(models, hw):
     costs exactly one target pass of the cost model with the setup's mapping."""
     pair = models.pair(PAIR)
     s = dataclasses.replace(setup(hw, "attacc-pim", "ad"), micro_batching=MicroBatching(2, overlap=True))
-    res = simulate_core(s, pair, np.full((1, 1), 64.0), np.ones((1, 1), np.int64))
+    res = simulate_core(s, pair, Workload(np.full((1, 1), 64.0), np.ones((1, 1), np.int64)))
     c = batch_pass(pair.target, s.system, 1, 1, 64.0, PIM, s.micro_batching)
     assert res.time_s[0] == pytest.approx(float(c.time_s), rel=1e-12)
     assert res.energy_j[0] == pytest.approx(float(c.energy_j), rel=1e-12)
@@ -308,7 +303,10 @@ def test_prefill_adds_the_cost_models_prompt_passes(models, hw, system, decoding
         hw, system, decoding, 4, draft_copies=copies, draft_placement="replicated" if copies > 1 else "tensor_parallel"
     )
     acc = np.ones((2, n, 15), bool) if decoding == "sd" else None
-    runs = {pre: simulate_core(s, pair, prompt, out, acc, serving=Continuous(slots, 0, prefill=pre)) for pre in (1, 0)}
+    runs = {
+        pre: simulate_core(s, pair, Workload(prompt, out, acc), serving=Continuous(slots, 0, prefill=pre))
+        for pre in (1, 0)
+    }
     q = int(round(prompt.mean()))
     c = batch_pass(pair.target, s.system, slots, q, 0.0, PREFILL_MAPPING, MicroBatching())
     if decoding == "sd":
@@ -527,7 +525,9 @@ def test_one_micro_batch_run_equals_a_round_by_round_recomputation(models, hw, c
         if s.policy == "running_product":
             lengths = np.stack([running_product_lengths(rng.beta(5, 1, (n, t)), 0.6, d) for _ in range(x)])
             lengths[1, 0, :5] = 0  # a request that drafts nothing at first: a verification-only round
-    res = simulate_core(s, pair, prompt, out.astype(float) if float_out else out, acc, lengths, serving=serving)
+    res = simulate_core(
+        s, pair, Workload(prompt, out.astype(float) if float_out else out, acc, lengths), serving=serving
+    )
     assert res.placement["micro_batches"] == 1.0
     assert res.tokens.shape == res.drafted.shape == (x,)
     for r in range(x):
@@ -571,8 +571,8 @@ def test_dynamic_placement_does_not_depend_on_the_starting_mapping(models, hw):
                 MicroBatching(1),
             )
             runs[draft_fc, attention] = (
-                simulate_core(st_, pair, prompt, out, acc),
-                simulate_core(dataclasses.replace(st_, dynamic=True), pair, prompt, out, acc),
+                simulate_core(st_, pair, Workload(prompt, out, acc)),
+                simulate_core(dataclasses.replace(st_, dynamic=True), pair, Workload(prompt, out, acc)),
             )
     first = runs["gpu", "gpu"][1]
     shares = {k: v for k, v in first.placement.items() if k != "micro_batches"}
@@ -592,7 +592,7 @@ def test_dynamic_placement_does_not_depend_on_the_starting_mapping(models, hw):
         assert (first.stage_s[stage] < np.maximum.reduce(static)).all(), stage
     # per replica: each replica runs as it runs alone, and the shares are the mean of the replicas' own
     setup_ = dataclasses.replace(Setup("dyn", s, "sd", 4, PIM, PIM, MicroBatching(1)), dynamic=True)
-    alone = [simulate_core(setup_, pair, prompt[r : r + 1], out[r : r + 1], acc[r : r + 1]) for r in range(2)]
+    alone = [simulate_core(setup_, pair, Workload(prompt[r : r + 1], out[r : r + 1], acc[r : r + 1])) for r in range(2)]
     np.testing.assert_array_equal(first.iterations, [a.iterations[0] for a in alone])
     np.testing.assert_array_equal(first.time_s, [a.time_s[0] for a in alone])
     for k in shares:
@@ -609,10 +609,12 @@ def test_dynamic_draft_share_with_one_request_and_with_no_drafts(models, hw):
     one = dict(prompt_len=prompt[:, :1], output_len=out[:, :1], accept=acc[:, :1])
     dyn = Setup("dyn", s, "sd", 4, PIM, PIM, MicroBatching(2), dynamic=True)
     on_pim = Setup("pim", s, "sd", 4, PIM, {"fc": "pim", "attention": "pim"}, MicroBatching(2))
-    single = simulate_core(dyn, pair, **one)
+    single = simulate_core(dyn, pair, Workload(**one))
     assert single.placement["draft_fc_on_pim"] == 1.0
-    np.testing.assert_allclose(single.stage_s["draft"], simulate_core(on_pim, pair, **one).stage_s["draft"], rtol=1e-12)
-    none = simulate_core(dyn, pair, prompt, out, acc, np.zeros(acc.shape, np.int64))
+    np.testing.assert_allclose(
+        single.stage_s["draft"], simulate_core(on_pim, pair, Workload(**one)).stage_s["draft"], rtol=1e-12
+    )
+    none = simulate_core(dyn, pair, Workload(prompt, out, acc, np.zeros(acc.shape, np.int64)))
     assert "draft_fc_on_pim" not in none.placement
     assert 0 <= none.placement["target_attention_on_pim"] <= 1
     assert (none.stage_s["draft"] == 0).all() and (none.drafted == 0).all()
@@ -633,9 +635,9 @@ def test_invalid_inputs_raise_sim_error_with_their_numbers(models, hw):
     p4, out = np.full((1, 4), 64.0), np.full((1, 4), 20)
     acc = np.ones((1, 4, 25), bool)
 
-    def raises(text, *args, **kw):
+    def raises(text, s, pair, *arrays):
         with pytest.raises(SimError, match=f"^{re.escape(text)}$"):
-            simulate_core(*args, **kw)
+            simulate_core(s, pair, Workload(*arrays))
 
     raises("prompt_len and output_len must both be (replicas, requests), got (1, 3), (1, 4)", ad, pair, p4[:, :3], out)
     raises("prompt_len and output_len must both be (replicas, requests), got (4,), (4,)", ad, pair, p4[0], out[0])
@@ -663,12 +665,12 @@ def test_invalid_inputs_raise_sim_error_with_their_numbers(models, hw):
         np.full((1, 3, 25), 2),
     )
     # streams of exactly max output + d + 1 positions suffice: all accepted, the requests end together
-    res = simulate_core(sd, pair, p4, out, acc)
+    res = simulate_core(sd, pair, Workload(p4, out, acc))
     assert res.tokens[0] == 80 and res.iterations[0] == 4
     # ... and when the longest request ends on a full run while another still runs
     two = np.ones((1, 2, 9), bool)
     two[0, 1] = False
-    res = simulate_core(setup(hw, d=3), pair, np.full((1, 2), 64.0), np.array([[5, 4]]), two)
+    res = simulate_core(setup(hw, d=3), pair, Workload(np.full((1, 2), 64.0), np.array([[5, 4]]), two))
     assert res.tokens[0] == 9
 
 
@@ -677,6 +679,6 @@ def test_more_slots_than_requests_and_negative_draft_lengths_are_rejected(models
     pair = models.pair(PAIR)
     p4, out = np.full((1, 4), 64.0), np.full((1, 4), 20)
     with pytest.raises(SimError, match=f"^{re.escape('5 slots but only 4 requests')}$"):
-        simulate_core(setup(hw, decoding="ad"), pair, p4, out, serving=Continuous(5, 1))
+        simulate_core(setup(hw, decoding="ad"), pair, Workload(p4, out), serving=Continuous(5, 1))
     with pytest.raises(SimError, match="draft_lengths"):
-        simulate_core(setup(hw, d=4), pair, p4, out, np.ones((1, 4, 25), bool), np.full((1, 4, 25), -1))
+        simulate_core(setup(hw, d=4), pair, Workload(p4, out, np.ones((1, 4, 25), bool), np.full((1, 4, 25), -1)))

@@ -13,6 +13,7 @@ from adsl.settings import Continuous, MicroBatching
 from adsl.sim.core import simulate_core
 from adsl.sim.loop import KINDS
 from adsl.sim.tables import Layout, PassTables
+from adsl.sim.workload import Workload
 from tests.sim.builders import PIM, inputs, pim_sd, pooled, setup
 
 PAIR = "OPT-66B"
@@ -82,7 +83,7 @@ def test_eager_pool_token_accounting_follows_a_request_by_request_reference(mode
         prompt = np.full((2, n), 64.0)
         for pool in (16, 64):
             setup_ = pooled(hw, True, "complete", mb=1, d=d, pool=pool)
-            ev = simulate_core(setup_, pair, prompt, out, acc, lengths, conf, later)
+            ev = simulate_core(setup_, pair, Workload(prompt, out, acc, lengths, conf, later))
             key = (seed, pool)
             np.testing.assert_array_equal(ev.tokens, out.sum(axis=1), err_msg=str(key))
             assert (ev.pool["pool_max"] <= pool).all(), key
@@ -98,7 +99,9 @@ def test_eager_pool_token_accounting_follows_a_request_by_request_reference(mode
             np.testing.assert_array_equal(ev.request_rounds, ref["passes"], err_msg=str(key))
             assert (ev.pool["migrated"] > 0).all() and (ev.pool["discarded"] > 0).all(), key
             # refilled slots: the pool counts cover the whole run, request by request
-            queued = simulate_core(setup_, pair, prompt, out, acc, lengths, conf, later, Continuous(3, 1, False))
+            queued = simulate_core(
+                setup_, pair, Workload(prompt, out, acc, lengths, conf, later), Continuous(3, 1, False)
+            )
             np.testing.assert_array_equal(queued.window["total_tokens"], out.sum(axis=1))
             for k in ("eager", "migrated", "discarded", "wasted"):
                 np.testing.assert_array_equal(queued.pool[k], ref[k], err_msg=f"{key} {k} queued")
@@ -121,7 +124,7 @@ def test_every_pass_is_counted_once_with_its_kind(models, hw):
     for name, setup_, lens in cases:
         a = acc if setup_.decoding == "sd" else None
         for serving in (None, Continuous(4, 1, True)):
-            res = simulate_core(setup_, pair, prompt, out, a, lens, conf, later, serving, timelines=True)
+            res = simulate_core(setup_, pair, Workload(prompt, out, a, lens, conf, later), serving, timelines=True)
             tl = res.timelines[0]
             assert {k for k, _, _ in tl["jobs"]} <= set(KINDS), name
             assert {s[3] for s in tl["segments"]} <= set(KINDS), name
@@ -175,7 +178,9 @@ def test_open_loop_requests_far_apart_are_each_a_static_batch_of_one(models, hw,
     a = acc if setup_.decoding == "sd" else None
     lens = lengths if setup_.pool_tokens else None
     arrivals = (np.arange(n) * gap + 5.0)[None]
-    res = simulate_core(setup_, pair, prompt, out, a, lens, conf, later, Continuous(2, 0, True), arrivals=arrivals)
+    res = simulate_core(
+        setup_, pair, Workload(prompt, out, a, lens, conf, later, arrivals=arrivals), Continuous(2, 0, True)
+    )
     q = res.requests
     np.testing.assert_array_equal(q["admitted"], arrivals[0])
     pre = _prefill_time(setup_, pair, 2, 64.0)
@@ -186,12 +191,14 @@ def test_open_loop_requests_far_apart_are_each_a_static_batch_of_one(models, hw,
         one = simulate_core(
             setup_,
             pair,
-            prompt[:, i : i + 1],
-            out[:, i : i + 1],
-            None if a is None else a[:, i : i + 1],
-            None if lens is None else lens[:, i : i + 1],
-            conf[:, i : i + 1],
-            later[:, i : i + 1],
+            Workload(
+                prompt[:, i : i + 1],
+                out[:, i : i + 1],
+                None if a is None else a[:, i : i + 1],
+                None if lens is None else lens[:, i : i + 1],
+                conf[:, i : i + 1],
+                later[:, i : i + 1],
+            ),
             timelines=True,
         )
         # the request is done at its last verification (eager drafting may run on after it)
@@ -238,14 +245,8 @@ def test_open_loop_requests_wait_for_their_arrival_and_for_a_free_slot(models, h
         res = simulate_core(
             setup_,
             pair,
-            prompt,
-            out,
-            a,
-            lens,
-            conf,
-            later,
+            Workload(prompt, out, a, lens, conf, later, arrivals=arrivals),
             Continuous(slots, 0, False),
-            arrivals=arrivals,
             timelines=True,
         )
         q = res.requests
@@ -273,7 +274,7 @@ def test_replicated_draft_copies_run_on_every_pipeline_stage_at_once(models, hw)
     for base, copies in ((pipeline, 1), (pipeline, 2), (two, 1), (two, 2)):
         stages = Layout.of(base.system).stages
         setup_ = dataclasses.replace(base, draft_copies=copies)
-        res = simulate_core(setup_, pair, prompt, out, acc, lengths, conf, later, timelines=True)
+        res = simulate_core(setup_, pair, Workload(prompt, out, acc, lengths, conf, later), timelines=True)
         seg = res.timelines[0]["segments"]
         assert {s[3] for s in seg} <= set(KINDS)
         first = {
@@ -301,7 +302,7 @@ def test_a_slot_that_idles_for_long_needs_no_longer_streams(models, hw):
     prompt = np.full((1, 2), 64.0)
     for setup_ in (pim_sd(hw, mb=1, d=d), pooled(hw, False, mb=1, d=d), pooled(hw, True, mb=1, d=d)):
         lens = lengths if setup_.pool_tokens else None
-        res = simulate_core(setup_, pair, prompt, out, acc, lens, conf, conf)
+        res = simulate_core(setup_, pair, Workload(prompt, out, acc, lens, conf, conf))
         assert res.tokens[0] == 80 and res.iterations[0] == 60, setup_.name
 
 
@@ -327,7 +328,9 @@ def _two_requests_by_hand(models, hw, monkeypatch, draft_gpu_s, draft_pim_s):
     lengths[0, 0], lengths[0, 1] = 1, 2 * d + 1
     conf = np.full(acc.shape, 0.9, np.float32)
     setup_ = pooled(hw, True, "idle", mb=1, d=d)
-    res = simulate_core(setup_, models.pair(PAIR), np.full((1, 2), 64.0), out, acc, lengths, conf, conf, timelines=True)
+    res = simulate_core(
+        setup_, models.pair(PAIR), Workload(np.full((1, 2), 64.0), out, acc, lengths, conf, conf), timelines=True
+    )
     return res.timelines[0]["jobs"]
 
 
@@ -367,7 +370,11 @@ def test_each_micro_batch_admits_and_prefills_its_own_slots(models, hw):
     for setup_ in (ad, pim_sd(hw, mb=2)):  # the system's micro-batches, not the faster of 1 and 2
         a = acc if setup_.decoding == "sd" else None
         res = simulate_core(
-            setup_, pair, prompt, out, a, None, conf, later, Continuous(4, 0, True), arrivals=arrivals, timelines=True
+            setup_,
+            pair,
+            Workload(prompt, out, a, None, conf, later, arrivals=arrivals),
+            Continuous(4, 0, True),
+            timelines=True,
         )
         q = res.requests
         np.testing.assert_array_equal(q["admitted"], arrivals[0])

@@ -9,6 +9,7 @@ from adsl.sim.core import simulate_core
 from adsl.sim.openloop import RequestMix, best_policies, poisson_arrivals, summarize
 from adsl.sim.setup import SimError
 from adsl.sim.systems import Deployment, build
+from adsl.sim.workload import Workload
 
 
 def test_poisson_arrivals_have_the_rate_and_the_spread_of_a_poisson_process():
@@ -50,12 +51,12 @@ def test_low_load_queueing_matches_the_m_d_1_closed_forms(single_server, rho):
     x, n, warm = 6, 800, 50
     prompt, out = np.full((x, n), 64.0), np.full((x, n), 24)
     one = simulate_core(
-        setup, pair, prompt[:1, :1], out[:1, :1], serving=Continuous(1, 0, True), arrivals=np.zeros((1, 1))
+        setup, pair, Workload(prompt[:1, :1], out[:1, :1], arrivals=np.zeros((1, 1))), serving=Continuous(1, 0, True)
     )
     service = float(one.requests["finished"][0] - one.requests["admitted"][0])
     rate = rho / service
     arrivals = np.stack([poisson_arrivals(rate, n, np.random.default_rng([11, r])) for r in range(x)])
-    res = simulate_core(setup, pair, prompt, out, serving=Continuous(1, warm, True), arrivals=arrivals)
+    res = simulate_core(setup, pair, Workload(prompt, out, arrivals=arrivals), serving=Continuous(1, warm, True))
     q = res.requests
     assert np.all(np.isfinite(q["finished"]))
     np.testing.assert_allclose(q["finished"] - q["admitted"], service, rtol=1e-9)  # deterministic service
@@ -81,7 +82,7 @@ def test_an_idle_system_serves_every_request_at_once_and_summarizes_it(single_se
     n = 30
     prompt, out = np.full((1, n), 64.0), np.full((1, n), 16)
     arrivals = (np.arange(n) * 10.0)[None]
-    res = simulate_core(setup, pair, prompt, out, serving=Continuous(1, 5, True), arrivals=arrivals)
+    res = simulate_core(setup, pair, Workload(prompt, out, arrivals=arrivals), serving=Continuous(1, 5, True))
     q = res.requests
     np.testing.assert_allclose(q["admitted"], q["arrival"])
     assert np.all(q["first_token"] > q["admitted"]) and np.all(q["finished"] > q["first_token"])
@@ -98,10 +99,8 @@ def test_open_loop_rejects_unsorted_arrivals(single_server):
         simulate_core(
             setup,
             pair,
-            np.full((1, 3), 64.0),
-            np.full((1, 3), 8),
+            Workload(np.full((1, 3), 64.0), np.full((1, 3), 8), arrivals=np.array([[0.0, 2.0, 1.0]])),
             serving=Continuous(1, 0, True),
-            arrivals=np.array([[0.0, 2.0, 1.0]]),
         )
 
 

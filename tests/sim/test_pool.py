@@ -17,6 +17,7 @@ from adsl.sim import loop
 from adsl.sim.core import simulate_core
 from adsl.sim.setup import SimError
 from adsl.sim.tables import PassTables
+from adsl.sim.workload import Workload
 from tests.sim.builders import pooled, streams
 
 PAIR = "OPT-66B"
@@ -108,7 +109,7 @@ def _run(models, setup_, out, conf, acc, tau, **kw):
     (capped at 2 d + 1)."""
     out = np.asarray(out)[None, :]
     lengths = running_product_lengths(conf[0], tau, 2 * setup_.draft_length + 1)[None]
-    return simulate_core(setup_, models.pair(PAIR), np.full(out.shape, 64.0), out, acc, lengths, conf, **kw)
+    return simulate_core(setup_, models.pair(PAIR), Workload(np.full(out.shape, 64.0), out, acc, lengths, conf), **kw)
 
 
 def _flagged(acc, seed):
@@ -169,7 +170,7 @@ def test_kept_eager_tokens_continue_their_draft(models, hw):
     saddle = _run(models, st_, [out], conf, flags, 0.0)
     assert saddle.iterations[0] == -(-out // (d + 1)) and saddle.pool["wasted"][0] == 0
     fixed = dataclasses.replace(st_, policy="fixed", pool_tokens=0, eager=False)
-    ref = simulate_core(fixed, models.pair(PAIR), np.full((1, 1), 64.0), np.array([[out]]), flags)
+    ref = simulate_core(fixed, models.pair(PAIR), Workload(np.full((1, 1), 64.0), np.array([[out]]), flags))
     assert ref.iterations[0] == 1 + (out - (d + 1))  # one full draft, then one token per pass
 
 
@@ -185,7 +186,7 @@ def test_tau_zero_and_ample_pool_is_fixed_length_sd(models, hw, flagged):
     st_ = pooled(hw, False, mb=1, d=d, pool=batch * (d + 1), system="saddle")
     pool = _run(models, st_, out, conf, acc, 0.0)
     fixed = dataclasses.replace(st_, policy="fixed", pool_tokens=0)
-    ref = simulate_core(fixed, models.pair(PAIR), np.full((1, batch), 64.0), out[None], acc)
+    ref = simulate_core(fixed, models.pair(PAIR), Workload(np.full((1, batch), 64.0), out[None], acc))
     assert pool.tokens[0] == ref.tokens[0]
     assert pool.iterations[0] == ref.iterations[0]
     assert pool.time_s[0] == pytest.approx(ref.time_s[0], rel=1e-9)
@@ -203,7 +204,7 @@ def test_saddle_with_tau_zero_and_a_one_request_pool_is_fixed_length_sd(models, 
     st_ = pooled(hw, True, trigger, mb=1, d=d, pool=d + 1, system="saddle")
     saddle = _run(models, st_, [50], conf, acc, 0.0)
     fixed = dataclasses.replace(st_, policy="fixed", pool_tokens=0, eager=False)
-    ref = simulate_core(fixed, models.pair(PAIR), np.full((1, 1), 64.0), np.array([[50]]), acc)
+    ref = simulate_core(fixed, models.pair(PAIR), Workload(np.full((1, 1), 64.0), np.array([[50]]), acc))
     assert saddle.tokens[0] == ref.tokens[0] == 50
     # one request: the verifier has nobody else's tokens to start on, so both triggers wait for the
     # same complete draft and verify the same windows as fixed-length SD
@@ -251,7 +252,7 @@ def test_eager_rounds_take_no_longer_than_their_drafting_and_pass_in_sequence(mo
     lengths = np.random.default_rng(5).integers(0, 10, conf.shape)
     for trigger in ("complete", "idle"):
         setup_ = pooled(hw, True, trigger, mb=1, pool=20)
-        res = simulate_core(setup_, models.pair(PAIR), np.full((1, 6), 64.0), out, acc, lengths, conf)
+        res = simulate_core(setup_, models.pair(PAIR), Workload(np.full((1, 6), 64.0), out, acc, lengths, conf))
         st_ = res.stage_s
         assert 0 <= st_["overlap"][0] <= min(st_["draft"][0], st_["verify"][0]) + 1e-12
         assert res.time_s[0] == pytest.approx(st_["draft"][0] + st_["verify"][0] - st_["overlap"][0], rel=1e-12)
@@ -269,7 +270,9 @@ def test_invalid_pool_settings(models, hw):
     with pytest.raises(SimError, match="cannot hold one query token per request"):
         _run(models, pooled(hw, False, mb=1, pool=4), np.full(8, 10), conf, acc, 0.3, serving=Continuous(4, 0))
     with pytest.raises(SimError, match=r"asynchronous pool needs each request's draft lengths \(draft_lengths\)"):
-        simulate_core(pooled(hw, True), models.pair(PAIR), np.full((1, 8), 64.0), np.full((1, 8), 10), acc, None, conf)
+        simulate_core(
+            pooled(hw, True), models.pair(PAIR), Workload(np.full((1, 8), 64.0), np.full((1, 8), 10), acc, None, conf)
+        )
 
 
 # -- counts and draft steps against a slot-by-slot reference ------------------------------------------------
@@ -416,7 +419,7 @@ def test_counts_and_draft_steps_follow_a_slot_by_slot_reference(models, hw, monk
         return inner(setup, tables, replicas, serving_, timelines)
 
     monkeypatch.setattr(core, "run_result", spy)
-    res = simulate_core(setup_, models.pair(PAIR), prompt, out, acc, lengths, conf, conf, serving)
+    res = simulate_core(setup_, models.pair(PAIR), Workload(prompt, out, acc, lengths, conf, conf), serving)
     for r in range(x):
         runs = match_runs(acc[r])
         rounds, chains = _slot_reference(runs, runs, lengths[r], prompt[r], out[r], d, slots, eager, trigger)
@@ -492,13 +495,15 @@ def test_continuous_window_and_prefill_follow_the_passes_and_the_prefill_costs(m
     for rd in rounds:
         admitted.append(min(rd["done"], queue))
         queue -= admitted[-1]
-    plain = simulate_core(setup_, pair, prompt, out, acc, lengths, conf, conf, Continuous(4, 3, False))
+    plain = simulate_core(setup_, pair, Workload(prompt, out, acc, lengths, conf, conf), Continuous(4, 3, False))
     assert plain.window["start_s"][0] > 0 and plain.window["completed"][0] < 16
     assert plain.iterations[0] == last - first
     assert plain.tokens[0] == sum(rd["emitted"] for rd in rounds[first + 1 : last + 1])
     assert plain.window["completed"][0] == done[last] - done[first]
 
-    filled = simulate_core(setup_, pair, prompt, out, acc, lengths, conf, conf, Continuous(4, 3, True), timelines=True)
+    filled = simulate_core(
+        setup_, pair, Workload(prompt, out, acc, lengths, conf, conf), Continuous(4, 3, True), timelines=True
+    )
     for k in ("tokens", "iterations", "drafted", "request_rounds"):
         np.testing.assert_array_equal(getattr(filled, k), getattr(plain, k), err_msg=k)
     np.testing.assert_array_equal(filled.window["completed"], plain.window["completed"])
@@ -523,9 +528,9 @@ def test_continuous_window_and_prefill_follow_the_passes_and_the_prefill_costs(m
 
     rejects = np.zeros_like(acc)
     eager = pooled(hw, True, mb=1, pool=20)
-    static = simulate_core(eager, pair, prompt, out, rejects, lengths, conf)
+    static = simulate_core(eager, pair, Workload(prompt, out, rejects, lengths, conf))
     assert static.pool["wasted"][0] == static.drafted[0] > 0
-    queued = simulate_core(eager, pair, prompt, out, rejects, lengths, conf, conf, Continuous(4, 3))
+    queued = simulate_core(eager, pair, Workload(prompt, out, rejects, lengths, conf, conf), Continuous(4, 3))
     assert queued.pool["discarded"][0] == queued.pool["eager"][0] > 0 and queued.pool["migrated"][0] == 0
 
 
@@ -543,14 +548,14 @@ def test_too_short_streams_are_rejected_with_the_length_needed(models, hw):
         conf, acc = streams(1, 1, 2, t)
         lengths = np.full(conf.shape, 2)
         if ok:
-            assert simulate_core(setup_, pair, prompt, out, acc, lengths, conf).tokens[0] == 50
+            assert simulate_core(setup_, pair, Workload(prompt, out, acc, lengths, conf)).tokens[0] == 50
             continue
         with pytest.raises(SimError, match=rf"^acceptance streams of {t} positions; need >= {need}$"):
-            simulate_core(setup_, pair, prompt, out, acc, lengths, conf)
+            simulate_core(setup_, pair, Workload(prompt, out, acc, lengths, conf))
     conf, acc = streams(1, 1, 2, need)
     short = np.full((1, 2, need - 1), 2)
     shape = rf"\(replicas, requests, >= {need}\), got \(1, 2, {need - 1}\)$"
     with pytest.raises(SimError, match=rf"^draft_lengths must be {shape}"):
-        simulate_core(setup_, pair, prompt, out, acc, short, conf)
+        simulate_core(setup_, pair, Workload(prompt, out, acc, short, conf))
     with pytest.raises(SimError, match=rf"^confidence must be {shape}"):
-        simulate_core(setup_, pair, prompt, out, acc, np.full(conf.shape, 2), conf[..., :-1])
+        simulate_core(setup_, pair, Workload(prompt, out, acc, np.full(conf.shape, 2), conf[..., :-1]))

@@ -13,6 +13,7 @@ from adsl.fitting.distributions import fit_confidence
 from adsl.settings import Precision
 from adsl.sim.experiment import Point, point_inputs, run_point, simulate_point
 from adsl.sim.result import concat
+from adsl.sim.workload import Workload
 
 RNG = np.random.default_rng(1)
 MODEL = {
@@ -106,7 +107,10 @@ def test_concat_numbers_the_requests_of_each_run_on(ws):
     n = 6
     prompt, out = np.full((2, n), 32.0), np.full((2, n), 8)
     arrivals = np.cumsum(np.full((2, n), 0.05), axis=1)
-    runs = [simulate_core(setup, pair, prompt, out, serving=Continuous(2, 1, True), arrivals=arrivals) for _ in (0, 1)]
+    runs = [
+        simulate_core(setup, pair, Workload(prompt, out, arrivals=arrivals), serving=Continuous(2, 1, True))
+        for _ in (0, 1)
+    ]
     both = concat(runs)
     np.testing.assert_array_equal(both.requests["replica"], np.repeat([0, 1, 2, 3], n))
     np.testing.assert_array_equal(both.requests["finished"], np.concatenate([r.requests["finished"] for r in runs]))

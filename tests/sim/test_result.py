@@ -16,6 +16,7 @@ from adsl.sim import loop
 from adsl.sim.core import simulate_core
 from adsl.sim.result import POOL_STATS, ReplicaLog, pass_groups, union_length, window
 from adsl.sim.setup import SimError
+from adsl.sim.workload import Workload
 from tests.sim.builders import inputs, pooled, setup
 
 PAIR = "OPT-66B"
@@ -55,12 +56,7 @@ def _run(monkeypatch, setup_, pair, seed, n, serving=None, x=1, timelines=True, 
         res = simulate_core(
             setup_,
             pair,
-            prompt,
-            out,
-            acc if sd else None,
-            lengths if sd else None,
-            conf,
-            conf,
+            Workload(prompt, out, acc if sd else None, lengths if sd else None, conf, conf),
             serving,
             timelines=timelines,
             **kw,
@@ -313,11 +309,11 @@ def test_windows_that_cannot_be_measured_say_why(models, hw):
     setup_ = _saddle_s(hw, mb=1)
     early = "continuous batching: the run ended before its warm-up; raise requests_per_slot"
     with pytest.raises(SimError, match=f"^{re.escape(early)}$"):
-        simulate_core(setup_, pair, prompt, out, acc, lengths, conf, conf, Continuous(2, 5, True))
+        simulate_core(setup_, pair, Workload(prompt, out, acc, lengths, conf, conf), Continuous(2, 5, True))
     # one slot: the window closes at the 4th completion, where a warm-up of 4 ends too
     empty = "continuous batching: empty steady-state window; raise simulation.batching.requests_per_slot"
     with pytest.raises(SimError, match=f"^{re.escape(empty)}$"):
-        simulate_core(setup_, pair, prompt, out, acc, lengths, conf, conf, Continuous(1, 4, True))
+        simulate_core(setup_, pair, Workload(prompt, out, acc, lengths, conf, conf), Continuous(1, 4, True))
 
 
 @pytest.mark.parametrize("warmup", [0, 2, 4, 5, 9])
@@ -328,7 +324,10 @@ def test_open_loop_window_runs_from_the_warmup_th_arrival_to_the_last(models, hw
     prompt, out, acc, lengths, conf = _inputs(10, 1, 5)
     arrivals = np.array([[0.0, 0.3, 0.7, 1.1, 1.6]])
     res = simulate_core(
-        _saddle_s(hw), pair, prompt, out, acc, lengths, conf, conf, Continuous(2, warmup, True), arrivals=arrivals
+        _saddle_s(hw),
+        pair,
+        Workload(prompt, out, acc, lengths, conf, conf, arrivals=arrivals),
+        Continuous(2, warmup, True),
     )
     assert res.window["start_s"][0] == arrivals[0, min(warmup, 4)]
     assert res.window["end_s"][0] == 1.6
@@ -345,7 +344,7 @@ def test_the_open_loop_reports_every_request_and_the_closed_loop_none(models, hw
     s = setup(hw)
     serving = Continuous(2, 1, False)
     arrivals = np.array([[0, 0, 1, 1, 2, 3]])
-    res = simulate_core(s, pair, prompt, out, acc, serving=serving, arrivals=arrivals)
+    res = simulate_core(s, pair, Workload(prompt, out, acc, arrivals=arrivals), serving=serving)
     assert res.placement["micro_batches"] == 1.0
     np.testing.assert_array_equal(res.requests["arrival"], arrivals[0])
     np.testing.assert_array_equal(res.requests["out"], out[0])
@@ -356,7 +355,7 @@ def test_the_open_loop_reports_every_request_and_the_closed_loop_none(models, hw
     assert (res.requests["admitted"] >= res.requests["arrival"]).all()
     assert (res.requests["first_token"] >= res.requests["admitted"]).all()
     assert (res.requests["finished"] > res.requests["first_token"]).all()
-    closed = simulate_core(s, pair, prompt, out, acc, serving=serving)
+    closed = simulate_core(s, pair, Workload(prompt, out, acc), serving=serving)
     assert closed.requests is None and closed.timelines is None
 
 

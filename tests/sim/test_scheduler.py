@@ -8,6 +8,7 @@ from adsl.sim.core import simulate_core
 from adsl.sim.scheduler import family_intensity, intensity_threshold, roofline_threshold
 from adsl.sim.setup import Setup
 from adsl.sim.timing import batch_pass
+from adsl.sim.workload import Workload
 
 TEN = MicroBatching(micro_batches=10)
 
@@ -50,14 +51,12 @@ def test_dynamic_placement_beats_every_static_placement(models, hw):
                 base, target_mapping={"fc": "gpu", "attention": a}, draft_mapping={"fc": f, "attention": "pim"}
             ),
             pair,
-            prompt,
-            out,
-            acc,
+            Workload(prompt, out, acc),
         ).time_s
         for a in ("gpu", "pim")
         for f in ("gpu", "pim")
     ]
-    dyn = simulate_core(dataclasses.replace(base, dynamic=True), pair, prompt, out, acc)
+    dyn = simulate_core(dataclasses.replace(base, dynamic=True), pair, Workload(prompt, out, acc))
     # each pass takes the faster placement, so the run beats every static placement
     assert (dyn.time_s <= np.min(times, axis=0) * (1 + 1e-9)).all()
     assert 0.0 <= dyn.placement["target_attention_on_pim"] <= 1.0

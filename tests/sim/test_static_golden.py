@@ -21,6 +21,7 @@ from adsl.fitting.generator import running_product_lengths
 from adsl.settings import MicroBatching
 from adsl.sim.core import simulate_core
 from adsl.sim.setup import Setup
+from adsl.sim.workload import Workload
 
 GOLDEN = json.loads((Path(__file__).parent / "static_golden.json").read_text())
 SCHEDULES = {"dgx-a100": MicroBatching()}
@@ -37,11 +38,11 @@ def _runs(hw, pair):
     for name, sched in SCHEDULES.items():
         s = hw.system(name)
         m = {"fc": "gpu", "attention": "pim" if s.pim else "gpu"}
-        yield f"{name}/ad", simulate_core(Setup("t", s, "ad", 0, m, m, sched), pair, prompt, out)
-        yield f"{name}/sd", simulate_core(Setup("t", s, "sd", 4, m, m, sched), pair, prompt, out, flags)
+        yield f"{name}/ad", simulate_core(Setup("t", s, "ad", 0, m, m, sched), pair, Workload(prompt, out))
+        yield f"{name}/sd", simulate_core(Setup("t", s, "sd", 4, m, m, sched), pair, Workload(prompt, out, flags))
         lengths = np.stack([running_product_lengths(c, 0.5, 4) for c in conf])
         adaptive = Setup("t", s, "sd", 4, m, m, sched, policy="running_product")
-        yield f"{name}/sd_adaptive", simulate_core(adaptive, pair, prompt, out, acc, lengths)
+        yield f"{name}/sd_adaptive", simulate_core(adaptive, pair, Workload(prompt, out, acc, lengths))
 
 
 def test_static_batches_reproduce_the_round_engines_before_continuous_batching(models, hw):

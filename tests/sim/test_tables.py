@@ -16,6 +16,7 @@ from adsl.sim.core import simulate_core
 from adsl.sim.setup import PREFILL_MAPPING, SimError
 from adsl.sim.tables import Layout, PassTable, PassTables, flip, micro_batches
 from adsl.sim.timing import CTX_STEP
+from adsl.sim.workload import Workload
 from tests.sim.builders import GPU, PIM, pooled, setup, streams
 from tests.sim.builders import logged as _logged
 
@@ -127,7 +128,7 @@ def test_the_dynamic_scheduler_runs_every_pass_on_its_faster_variant(models, hw,
     prompt = np.random.default_rng(9).integers(30, 4000, (1, n)).astype(float)
     for target in (GPU, PIM):
         s = setup(hw, d=d, dynamic=True, target_mapping=target, draft_mapping=GPU)
-        res, tables, (rep,) = _logged(monkeypatch, s, pair, prompt, out, acc)
+        res, tables, (rep,) = _logged(monkeypatch, s, pair, Workload(prompt, out, acc))
         for k in ("draft_fc_on_pim", "target_attention_on_pim"):
             assert 0 < res.placement[k] < 1, (target, k)
         on_pim = {"draft": [], "verify": []}
@@ -267,10 +268,10 @@ def test_simulate_core_decides_the_micro_batches_at_the_mean_context_halfway_thr
     out = np.full((1, batch), o)
     for halfway, want in ((hi + 2, 2.0), (lo - 2, 1.0)):
         prompt = np.full((1, batch), float(round(halfway - o / 2)))
-        res = simulate_core(s, pair, prompt, out, acc)
+        res = simulate_core(s, pair, Workload(prompt, out, acc))
         assert res.placement["micro_batches"] == want, (halfway, lo, hi)
         np.testing.assert_array_equal(res.tokens, [batch * o])
-        single = simulate_core(one, pair, prompt, out, acc)
+        single = simulate_core(one, pair, Workload(prompt, out, acc))
         assert single.placement["micro_batches"] == 1.0
         if want == 1.0:
             for field in ("time_s", "energy_j", "iterations", "drafted"):
@@ -295,7 +296,9 @@ def test_prefill_passes_cost_the_prefill_tables_at_the_requests_they_admit(model
     out = np.random.default_rng(1).integers(5, 40, (2, n))
     s = setup(hw, draft_copies=copies)
     serving = Continuous(3, 1, prefill=True)
-    res, tables, reps = _logged(monkeypatch, s, pair, np.full((2, n), p), out, acc, serving=serving, timelines=True)
+    res, tables, reps = _logged(
+        monkeypatch, s, pair, Workload(np.full((2, n), p), out, acc), serving=serving, timelines=True
+    )
     _same(tables.prefill[1], PassTable.build(pair.draft, s.system, int(p), PREFILL_MAPPING, 3, 1.0, copies))
     np.testing.assert_array_equal(res.window["total_tokens"], out.sum(axis=1))
     assert (res.stage_s["prefill"] > 0).all()
@@ -325,13 +328,13 @@ def test_simulate_core_rejects_missing_or_short_acceptance_streams_naming_the_le
     prompt, out = np.full((2, 3), 64.0), np.array([[5, 9, 7], [4, 4, 4]])
     need = 9 + d + 1
     with pytest.raises(SimError, match=r"^SD needs acceptance streams of shape \(2, 3, T\)$"):
-        simulate_core(s, pair, prompt, out, None)
+        simulate_core(s, pair, Workload(prompt, out, None))
     conf, acc = streams(0, 2, 3, need)
     with pytest.raises(SimError, match=r"shape \(2, 3, T\)"):
-        simulate_core(s, pair, prompt, out, acc[:, :2])
+        simulate_core(s, pair, Workload(prompt, out, acc[:, :2]))
     with pytest.raises(SimError, match=rf"^acceptance streams of {need - 1} positions; need >= {need}$"):
-        simulate_core(s, pair, prompt, out, acc[..., : need - 1])
-    res = simulate_core(s, pair, prompt, out, acc)  # exactly long enough
+        simulate_core(s, pair, Workload(prompt, out, acc[..., : need - 1]))
+    res = simulate_core(s, pair, Workload(prompt, out, acc))  # exactly long enough
     np.testing.assert_array_equal(res.tokens, out.sum(axis=1))
     lengths = np.full(acc.shape, d)
     adaptive = setup(hw, d=d, policy="running_product")
@@ -342,11 +345,11 @@ def test_simulate_core_rejects_missing_or_short_acceptance_streams_naming_the_le
             with pytest.raises(
                 SimError, match=re.escape(f"{name} must be (replicas, requests, >= {need}), got {bad.shape}")
             ):
-                simulate_core(adaptive, pair, prompt, out, acc, *arrays)
-    res = simulate_core(adaptive, pair, prompt, out, acc, lengths, conf, conf)
+                simulate_core(adaptive, pair, Workload(prompt, out, acc, *arrays))
+    res = simulate_core(adaptive, pair, Workload(prompt, out, acc, lengths, conf, conf))
     np.testing.assert_array_equal(res.tokens, out.sum(axis=1))
     # AD needs no streams at all
-    simulate_core(setup(hw, decoding="ad"), pair, prompt, out)
+    simulate_core(setup(hw, decoding="ad"), pair, Workload(prompt, out))
 
 
 def _tiny(seed, n):
@@ -364,8 +367,10 @@ def test_simulate_core_rejects_a_pool_without_room_for_one_query_token_per_reque
     for pool in (n - 1, n):
         s = dataclasses.replace(setup(hw, policy="running_product", pool_tokens=pool), name="tiny-pool")
         with pytest.raises(SimError, match=rf"^tiny-pool: pool of {pool} tokens cannot hold"):
-            simulate_core(s, pair, prompt, out, acc, lengths, conf, conf)
-    res = simulate_core(setup(hw, policy="running_product", pool_tokens=n + 1), pair, prompt, out, acc, lengths, conf)
+            simulate_core(s, pair, Workload(prompt, out, acc, lengths, conf, conf))
+    res = simulate_core(
+        setup(hw, policy="running_product", pool_tokens=n + 1), pair, Workload(prompt, out, acc, lengths, conf)
+    )
     np.testing.assert_array_equal(res.tokens, out.sum(axis=1))
     assert (res.pool["pool_max"] <= n + 1).all()
 
@@ -375,7 +380,7 @@ def test_simulate_core_rejects_an_asynchronous_pool_without_draft_lengths(models
     conf, acc = streams(2, 1, 4, 60)
     s = dataclasses.replace(pooled(hw, True), name="eager")
     with pytest.raises(SimError, match=r"^eager: the asynchronous pool needs each request's draft lengths"):
-        simulate_core(s, pair, np.full((1, 4), 64.0), np.full((1, 4), 8), acc, None, conf, conf)
+        simulate_core(s, pair, Workload(np.full((1, 4), 64.0), np.full((1, 4), 8), acc, None, conf, conf))
 
 
 def test_simulate_core_rejects_open_loops_it_cannot_run(models, hw):
@@ -387,7 +392,7 @@ def test_simulate_core_rejects_open_loops_it_cannot_run(models, hw):
     good = np.array([[0.0, 0.1, 0.2, 0.3]])
     for arrivals, sv in ((good, None), (good[:, :3], serving), (good[:, ::-1], serving)):
         with pytest.raises(SimError, match="^open loop needs serving slots and sorted arrival times"):
-            simulate_core(s, pair, prompt, out, acc, serving=sv, arrivals=arrivals)
+            simulate_core(s, pair, Workload(prompt, out, acc, arrivals=arrivals), serving=sv)
     sequential = dataclasses.replace(setup(hw, policy="running_product", pool_tokens=20), name="saddle-p")
     with pytest.raises(SimError, match="^saddle-p: open-loop serving runs on the asynchronous pool only"):
-        simulate_core(sequential, pair, prompt, out, acc, lengths, conf, conf, serving, arrivals=good)
+        simulate_core(sequential, pair, Workload(prompt, out, acc, lengths, conf, conf, arrivals=good), serving)

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from adsl.settings import Continuous, MicroBatching
 from adsl.sim import core, loop, result, tables
+from adsl.sim.workload import Workload
 from tests.sim.builders import inputs, pim_sd, pooled, setup
 
 
@@ -99,12 +100,12 @@ def test_compiled_equals_uncompiled(models, hw, plain, kind, trigger, serving, m
         conf, later, acc, lengths = (a[:, :slots] for a in (conf, later, acc, lengths))
     sd = s.decoding == "sd"
     adaptive = sd and (s.pool_tokens or seed % 2)
-    args = (s, pair, prompt, out, acc if sd else None, lengths if adaptive else None, conf, later)
+    arrivals = np.cumsum(np.random.default_rng(seed).exponential(0.05, (x, n)), axis=1) if serving == "open" else None
+    work = Workload(prompt, out, acc if sd else None, lengths if adaptive else None, conf, later, arrivals)
+    args = (s, pair, work)
     kw = {"timelines": seed % 3 == 0}
     if serving != "static":
         kw["serving"] = Continuous(slots, 2, bool(seed % 2))
-    if serving == "open":
-        kw["arrivals"] = np.cumsum(np.random.default_rng(seed).exponential(0.05, (x, n)), axis=1)
     fast, slow = _run(args, kw), _run(args, kw, plain)
     for f in dataclasses.fields(fast):
         _equal(getattr(fast, f.name), getattr(slow, f.name), f.name)

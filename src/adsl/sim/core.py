@@ -34,8 +34,9 @@ from adsl.perf.models import Pair
 from adsl.settings import Continuous
 from adsl.sim import loop
 from adsl.sim.result import ReplicaLog, RunResult, run_result
-from adsl.sim.setup import Setup, SimError, requests
+from adsl.sim.setup import Setup, SimError
 from adsl.sim.tables import Layout, PassTables, layout_tuple, micro_batches
+from adsl.sim.workload import Workload
 
 NO_RUNS = np.zeros((1, 1), np.int32)  # a stream array a mode does not read
 NO_ROWS = np.zeros((1, 1), np.int64)
@@ -61,26 +62,19 @@ def cpus() -> int:
 def simulate_core(
     setup: Setup,
     pair: Pair,
-    prompt_len,
-    output_len,
-    accept=None,
-    draft_lengths=None,
-    confidence=None,
-    confidence_later=None,
+    workload: Workload,
     serving: Continuous | None = None,
     timelines: bool = False,
-    arrivals=None,
     workers: int | None = None,
 ) -> RunResult:
-    """Run every replica. ``prompt_len``/``output_len`` (X, N) per request; ``accept`` (X, N, T) streams
-    (bool or bit flags), ``draft_lengths`` (X, N, T) the adaptive rule's lengths from each position (for a
-    pool: up to 2 d + 1), ``confidence``/``confidence_later`` (X, N, T) for the pool's ranking.
-    ``timelines``: keep every segment's (machine, start, end, kind). ``arrivals`` (X, N), sorted: open-loop
-    serving (``serving`` gives the slots and the prefill): requests enter free slots once they have
-    arrived, and results cover the window from the ``serving.warmup``-th arrival to the last one.
-    ``workers``: replicas run at once, one thread each (default: the CPUs this process may use); results
-    do not depend on it."""
-    prompt, out = requests(prompt_len, output_len)
+    """Run every replica of ``workload`` (``adsl.sim.workload.Workload``). ``timelines``: keep every
+    segment's (machine, start, end, kind). With arrivals (open loop; ``serving`` gives the slots and the
+    prefill) requests enter free slots once they have arrived, and results cover the window from the
+    ``serving.warmup``-th arrival to the last one. ``workers``: replicas run at once, one thread each
+    (default: the CPUs this process may use); results do not depend on it."""
+    w = workload
+    prompt, out = w.prompt_len, w.output_len
+    accept, draft_lengths, confidence, arrivals = w.accept, w.draft_lengths, w.confidence, w.arrivals
     x, n_req = out.shape
     slots = n_req if serving is None else serving.slots
     if slots > n_req and arrivals is None:  # open loop: slots wait empty for requests to arrive
@@ -95,7 +89,7 @@ def simulate_core(
     for name, a in (
         ("draft_lengths", draft_lengths),
         ("confidence", confidence),
-        ("confidence_later", confidence_later),
+        ("confidence_later", w.confidence_later),
     ):
         if a is not None and (np.ndim(a) != 3 or np.shape(a)[:2] != (x, n_req) or np.shape(a)[2] < out.max() + d + 1):
             raise SimError(f"{name} must be (replicas, requests, >= {out.max() + d + 1}), got {np.shape(a)}")
@@ -124,7 +118,7 @@ def simulate_core(
         runs = match_runs(accept.reshape(x * n_req, -1)).reshape(x, n_req, -1).astype(np.int32)
         if accept.dtype != bool:  # flagged streams: a draft that continues a kept one reads other runs
             cont = match_runs(accept.reshape(x * n_req, -1), True).reshape(runs.shape).astype(np.int32)
-    later = confidence if confidence_later is None else confidence_later
+    later = confidence if w.confidence_later is None else w.confidence_later
     tab, lay = tables.flat(), layout_tuple(setup, layout)
     args = (mode, d, setup.pool_tokens, setup.pool_trigger == "complete", serving is not None and serving.prefill)
 

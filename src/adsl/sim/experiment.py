@@ -27,6 +27,7 @@ from adsl.sim.result import RunResult, concat
 from adsl.sim.setup import Setup, SimError, check_memory, memory_need
 from adsl.sim.systems import SYSTEMS, Deployment, build
 from adsl.sim.timing import batch_pass
+from adsl.sim.workload import Workload
 
 STREAM_SLACK = 64  # stream positions beyond the output length: the largest draft length supported
 
@@ -94,6 +95,11 @@ class PointInputs:
     confidence_later: np.ndarray | None = None
     lengths: np.ndarray | None = None  # the adaptive rule's draft lengths
     memory: tuple[float, float] = (0.0, 0.0)  # (needed, available) bytes
+
+    @property
+    def workload(self) -> Workload:
+        """The requests' arrays as the simulator takes them."""
+        return Workload(self.prompts, self.out, self.accept, self.lengths, self.confidence, self.confidence_later)
 
 
 def point_setup(ws, sim: SimulationSettings, point: Point) -> Setup:
@@ -246,19 +252,7 @@ def learned_thresholds(policy, inputs: PolicyInputs, models, sim: SimulationSett
 
 def simulate_point(p: PointInputs, timelines: bool = False, workers: int | None = None) -> RunResult:
     """Run a point on the event loop (``workers``: replicas at once, see ``simulate_core``)."""
-    return simulate_core(
-        p.setup,
-        p.pair,
-        p.prompts,
-        p.out,
-        p.accept,
-        p.lengths,
-        p.confidence,
-        p.confidence_later,
-        p.serving,
-        timelines,
-        workers=workers,
-    )
+    return simulate_core(p.setup, p.pair, p.workload, p.serving, timelines, workers=workers)
 
 
 def run_point(ws, sim: SimulationSettings, point: Point, models: dict, taus: dict[str, float] | None = None) -> dict:

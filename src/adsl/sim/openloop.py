@@ -120,18 +120,7 @@ def summarize(res: RunResult, rate: float) -> LoadPoint:
 
 
 def _simulate(inputs, serving: Continuous, arrivals: np.ndarray | None = None) -> RunResult:
-    return simulate_core(
-        inputs.setup,
-        inputs.pair,
-        inputs.prompts,
-        inputs.out,
-        inputs.accept,
-        inputs.lengths,
-        inputs.confidence,
-        inputs.confidence_later,
-        serving,
-        arrivals=arrivals,
-    )
+    return simulate_core(inputs.setup, inputs.pair, dataclasses.replace(inputs.workload, arrivals=arrivals), serving)
 
 
 def open_loop_point(inputs, arrivals: np.ndarray, warmup: int) -> RunResult:

@@ -27,6 +27,7 @@ from adsl.settings import MicroBatching
 from adsl.sim.core import simulate_core
 from adsl.sim.draft_schedules import ScheduleReplay, assisted_generation
 from adsl.sim.setup import Setup
+from adsl.sim.workload import Workload
 
 GPU_ONLY = {"fc": "gpu", "attention": "gpu"}
 SLACK = 96  # stream positions beyond the output: the schedule may grow to long drafts
@@ -81,8 +82,10 @@ def spec_bench_rows(
         prompt = np.full((requests, 1), float(r.prompt_len))
         out = np.full((requests, 1), int(r.new_tokens))
         sd_setup = Setup("SpS", system, "sd", int(replay.lengths.max()), GPU_ONLY, GPU_ONLY, MicroBatching())
-        sd = simulate_core(sd_setup, pair, prompt, out, acc[:, None, :], replay.lengths[:, None, :])
-        ad = simulate_core(Setup("AD", system, "ad", 0, GPU_ONLY, GPU_ONLY, MicroBatching()), pair, prompt, out)
+        sd = simulate_core(sd_setup, pair, Workload(prompt, out, acc[:, None, :], replay.lengths[:, None, :]))
+        ad = simulate_core(
+            Setup("AD", system, "ad", 0, GPU_ONLY, GPU_ONLY, MicroBatching()), pair, Workload(prompt, out)
+        )
         runs.append((r, pair, sd.time_s, ad.time_s, replay.steps))
         speedup = _speedup(sd.time_s, ad.time_s, replay.steps, 0.0)
         # per-step time missing from the model if the measured speedup is right (same for every step)

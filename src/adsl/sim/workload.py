@@ -1,0 +1,40 @@
+"""What a run serves: per replica and request, the prompt and output lengths and the streams that decide
+each draft's fate (acceptance, the adaptive rule's draft lengths, the draft's confidences), and, open
+loop, when each request arrives."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from adsl.sim.setup import requests
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Arrays of one run, (replicas X, requests N) or (X, N, stream positions T). ``accept``: bool streams
+    or FIRST / CONTINUED bit flags (``adsl.fitting.generator``); ``draft_lengths``: the adaptive rule's
+    length of a draft starting at each position (for a pool: up to 2 d + 1); ``confidence`` /
+    ``confidence_later``: a draft's first / later tokens' confidences, the pool's ranking (later: the
+    first's when None); ``arrivals`` (X, N), sorted: open-loop serving. Prompt and output lengths are
+    checked and stored as float and int64 arrays; the rest is checked against the setup that runs it
+    (``adsl.sim.core.simulate_core``)."""
+
+    prompt_len: np.ndarray
+    output_len: np.ndarray
+    accept: np.ndarray | None = None
+    draft_lengths: np.ndarray | None = None
+    confidence: np.ndarray | None = None
+    confidence_later: np.ndarray | None = None
+    arrivals: np.ndarray | None = None
+
+    def __post_init__(self):
+        prompt, out = requests(self.prompt_len, self.output_len)
+        object.__setattr__(self, "prompt_len", prompt)
+        object.__setattr__(self, "output_len", out)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(replicas, requests)."""
+        return self.output_len.shape
