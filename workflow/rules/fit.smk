@@ -15,6 +15,8 @@ rule fit_measured:
         "logs/benchmarks/fit_measured/{category}.tsv"
     wildcard_constraints:
         category="|".join(ACC["categories"]),
+    # the fits lead to every simulation: ahead of the tables and figures that are ready
+    priority: 20
     conda:
         "../envs/adsl.yaml"
     resources:
@@ -40,6 +42,8 @@ rule acceptance_summary:
         "logs/acceptance_summary.log",
     benchmark:
         "logs/benchmarks/acceptance_summary.tsv"
+    # a minute long and read by figures only: early, beside the calibrations, not last
+    priority: 15
     conda:
         "../envs/adsl.yaml"
     resources:
@@ -69,6 +73,7 @@ rule calibrate_pair:
         "logs/benchmarks/calibrate_pair/{pair}.tsv"
     wildcard_constraints:
         pair="|".join(PAIRS),
+    priority: 20
     conda:
         "../envs/adsl.yaml"
     resources:
@@ -93,6 +98,7 @@ rule tau:
         "logs/tau.log",
     benchmark:
         "logs/benchmarks/tau.tsv"
+    priority: 20
     conda:
         "../envs/adsl.yaml"
     resources:

@@ -11,6 +11,7 @@ rule experiment:
         "logs/benchmarks/experiment/{experiment}.tsv"
     wildcard_constraints:
         experiment="|".join(SIM["experiments"]) or "none",
+    priority: 10
     conda:
         "../envs/adsl.yaml"
     resources:
@@ -41,6 +42,7 @@ rule attribution_step:
         "logs/benchmarks/attribution/step{step}.tsv"
     wildcard_constraints:
         step=r"\d+",
+    priority: 10
     conda:
         "../envs/adsl.yaml"
     resources:
