@@ -317,10 +317,27 @@ def _taus(tau: str | None) -> dict | None:
     return None if tau is None else read_taus(tau)
 
 
+def compile_simulator(catalogues: list, record: str, pair: str, simulation: dict, seed: int) -> None:
+    """The simulator's loops compiled once (``adsl.sim.warm``), before the jobs that simulate; ``record``:
+    what ran and how long it took (compilation, or loading numba's cache)."""
+    from adsl.sim.warm import warm
+
+    ws = _workspace({"simulation": simulation, "seed": seed}, catalogues)
+    write_csv(pd.DataFrame(warm(ws, pair), columns=["system", "streams", "seconds"]), record)
+
+
 def experiment(
-    models: list, catalogues: list, rows: str, experiment: str, simulation: dict, seed: int, tau: str | None = None
+    models: list,
+    catalogues: list,
+    rows: str,
+    experiment: str,
+    simulation: dict,
+    seed: int,
+    tau: str | None = None,
+    compiled: str | None = None,
 ) -> None:
-    """One configured experiment of the simulator (``adsl.sim.experiment``), one row per point."""
+    """One configured experiment of the simulator (``adsl.sim.experiment``), one row per point. ``compiled``:
+    the record of ``compile_simulator``, an input only so the job runs after it."""
     from adsl.sim.experiment import run_experiment
 
     ws = _workspace({"simulation": simulation, "seed": seed}, catalogues)
@@ -330,9 +347,17 @@ def experiment(
 
 
 def attribution_step(
-    models: list, catalogues: list, tau: str, rows: str, step: str, simulation: dict, seed: int
+    models: list,
+    catalogues: list,
+    tau: str,
+    rows: str,
+    step: str,
+    simulation: dict,
+    seed: int,
+    compiled: str | None = None,
 ) -> None:
-    """The main experiment under one step of the attribution study (``adsl.sim.attribution``)."""
+    """The main experiment under one step of the attribution study (``adsl.sim.attribution``); ``compiled``
+    as in ``experiment``."""
     from adsl.sim.attribution import run_step
 
     ws = _workspace({"simulation": simulation, "seed": seed}, catalogues)

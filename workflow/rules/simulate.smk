@@ -1,8 +1,40 @@
 # Stage 3: the simulator's experiments (adsl.sim.experiment) and the attribution study.
+COMPILED = "logs/compile_simulator/record.csv"
+
+
+# numba compiles the loops in the first process that runs them and caches the code beside the package:
+# one job compiles them, beside the fits, instead of the first simulation jobs each compiling them at once.
+# Its record is an ancient() input of the jobs that simulate: it orders them, and a rerun of this job
+# (a changed setting) does not rerun them.
+rule compile_simulator:
+    input:
+        catalogues=catalogue_files(),
+    output:
+        record=COMPILED,
+    log:
+        "logs/compile_simulator/compile_simulator.log",
+    benchmark:
+        "logs/benchmarks/compile_simulator.tsv"
+    priority: 30
+    conda:
+        "../envs/adsl.yaml"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+        cpus_per_task=1,
+    params:
+        pair=sorted(ACC["pairs"])[0],
+        simulation=simulation_params(),
+        seed=config["seed"],
+    script:
+        "../scripts/compile_simulator.py"
+
+
 rule experiment:
     input:
         unpack(experiment_files),
         catalogues=catalogue_files(),
+        compiled=ancient(COMPILED),
     output:
         rows=paths.experiment("{experiment}"),
     log:
@@ -34,6 +66,7 @@ rule attribution_step:
     input:
         **(experiment_inputs(MAIN.systems, MAIN.pairs) if MAIN else {}),
         catalogues=catalogue_files(),
+        compiled=ancient(COMPILED),
     output:
         rows=paths.attribution_step("{step}"),
     log:

@@ -1,0 +1,3 @@
+from adsl.workflow import compile_simulator, run
+
+run(snakemake, compile_simulator)  # noqa: F821 (injected by Snakemake)
