@@ -304,3 +304,24 @@ def test_mixture_likelihood_is_scipys_to_the_bit(k, seed, ties):
     )
     got = dist._mixture_logpdf(dist._log_terms(x), w, a, b)
     assert np.array_equal(got, ref)
+
+
+@pytest.mark.parametrize("prev_rate", [0.0, 0.3, 1.0])
+def test_calibration_curve_per_distinct_confidence_is_the_elementwise_curve_to_the_bit(prev_rate):
+    """Streams repeat a few thousand confidences (the generator's quantile tables): the curve evaluated once
+    per distinct value and spread back equals the curve evaluated at every position, bit for bit, in the
+    streams' shape; an array of distinct values takes the elementwise path."""
+    from adsl.fitting import joint_model
+
+    rng = np.random.default_rng(3)
+    joint = {"a": -0.4, "b": 1.1, "s": 0.7, "g": 0.6}
+    table = rng.beta(4, 1, 300).astype(np.float32)
+    streams = table[rng.integers(0, table.size, (2, 40, 90))]
+    got = joint_model.calibration_curve(joint, streams, shift=0.2, prev_rate=prev_rate)
+    want = joint_model._curve(joint, streams, 0.2, prev_rate)
+    assert got.shape == streams.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    distinct = np.linspace(0.01, 0.99, 50)
+    np.testing.assert_array_equal(
+        joint_model.calibration_curve(joint, distinct), joint_model._curve(joint, distinct, 0.0, 0.0)
+    )

@@ -70,7 +70,19 @@ def fit_joint(confidence: list[np.ndarray], match: list[np.ndarray]) -> dict:
 
 def calibration_curve(joint: dict, confidence, shift: float = 0.0, prev_rate: float = 0.0) -> np.ndarray:
     """P(match | confidence), averaged over the request effect and over the previous position, which
-    matched with probability ``prev_rate`` (0: the curve after a miss, e.g. a draft's first token)."""
+    matched with probability ``prev_rate`` (0: the curve after a miss, e.g. a draft's first token).
+
+    Evaluated once per distinct confidence: drawn streams take their confidences from the generator's
+    quantile tables (a few thousand values over hundreds of thousands of positions), and the curve of a
+    value does not depend on where it stands, so the values come out the same to the bit."""
+    conf = np.asarray(confidence)
+    values, inverse = np.unique(conf, return_inverse=True)
+    if 4 * values.size <= conf.size:
+        return _curve(joint, values, shift, prev_rate)[inverse.reshape(conf.shape)]
+    return _curve(joint, conf, shift, prev_rate)
+
+
+def _curve(joint: dict, confidence, shift: float, prev_rate: float) -> np.ndarray:
     L = special.logit(clip01(confidence))
     nodes, weights = np.polynomial.hermite.hermgauss(GH_NODES)
     z = np.sqrt(2.0) * joint["s"] * nodes
