@@ -325,3 +325,23 @@ def test_calibration_curve_per_distinct_confidence_is_the_elementwise_curve_to_t
     np.testing.assert_array_equal(
         joint_model.calibration_curve(joint, distinct), joint_model._curve(joint, distinct, 0.0, 0.0)
     )
+
+
+def test_per_distinct_spreads_trailing_axes_and_takes_the_direct_path_for_distinct_values():
+    """``per_distinct`` with a function that adds a trailing axis: the same array as the direct call, for
+    repeated values (spread back through the distinct ones) and for all-distinct values (called directly,
+    seen by the call's argument)."""
+    from adsl.distinct import per_distinct
+
+    seen = []
+
+    def fn(a):
+        seen.append(a.shape)
+        return np.stack([a * 2.0, a + 1.0], axis=-1)
+
+    x = np.array([[0.5, 0.25, 0.5, 0.5], [0.25, 0.25, 0.5, 0.5]])
+    np.testing.assert_array_equal(per_distinct(fn, x), fn(x))
+    assert seen[0] == (2,)
+    y = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(per_distinct(fn, y), fn(y))
+    assert seen[2] == (2, 3)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import optimize, special
 
+from adsl.distinct import per_distinct
 from adsl.fitting.distributions import clip01, need
 
 GH_NODES = 32
@@ -72,14 +73,8 @@ def calibration_curve(joint: dict, confidence, shift: float = 0.0, prev_rate: fl
     """P(match | confidence), averaged over the request effect and over the previous position, which
     matched with probability ``prev_rate`` (0: the curve after a miss, e.g. a draft's first token).
 
-    Evaluated once per distinct confidence: drawn streams take their confidences from the generator's
-    quantile tables (a few thousand values over hundreds of thousands of positions), and the curve of a
-    value does not depend on where it stands, so the values come out the same to the bit."""
-    conf = np.asarray(confidence)
-    values, inverse = np.unique(conf, return_inverse=True)
-    if 4 * values.size <= conf.size:
-        return _curve(joint, values, shift, prev_rate)[inverse.reshape(conf.shape)]
-    return _curve(joint, conf, shift, prev_rate)
+    Evaluated once per distinct confidence (``adsl.distinct``): the same values to the bit."""
+    return per_distinct(lambda c: _curve(joint, c, shift, prev_rate), confidence)
 
 
 def _curve(joint: dict, confidence, shift: float, prev_rate: float) -> np.ndarray:
