@@ -223,7 +223,7 @@ def replay_lengths(acc: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray
         return {"drafted": empty, "accepted": empty.copy(), "valid": empty.copy(), "start": empty.copy()}
     lengths = np.ascontiguousarray(lengths)
     out = _replay_arrays(0, n, t, runs.dtype, lengths.dtype)
-    out = _replay_arrays(_replay(runs, lengths, *out), n, t, runs.dtype, lengths.dtype)
+    out = _replay_arrays(_replay(runs, lengths, *out)[0], n, t, runs.dtype, lengths.dtype)
     _replay(runs, lengths, *out)
     return dict(zip(("drafted", "accepted", "valid", "start"), out, strict=True))
 
@@ -240,11 +240,12 @@ def _replay_arrays(steps: int, n: int, t: int, runs_dtype, lengths_dtype) -> tup
 
 @njit(cache=True)
 def _replay(runs, lengths, drafted, accepted, valid, start):
-    """Each stream's steps into the (steps, n) outputs; returns the most steps a stream took. With 0-row
-    outputs it only counts (the first of the two calls ``replay_lengths`` makes)."""
+    """Each stream's steps into the (steps, n) outputs; returns the most steps a stream took and the
+    accepted and drafted tokens of the valid steps (integer totals). With 0-row outputs it only counts
+    (the first of the two calls ``replay_lengths`` makes, and ``acceptance_rates``)."""
     n, t = runs.shape
     write = drafted.shape[0] > 0
-    most = 0
+    most, total_accepted, total_drafted = 0, np.int64(0), np.int64(0)  # int64 uncompiled too (uint16 runs)
     for r in range(n):
         pos, k = 0, 0
         while pos < t:
@@ -257,12 +258,14 @@ def _replay(runs, lengths, drafted, accepted, valid, start):
                     drafted[k, r] = d
                     accepted[k, r] = a
                     valid[k, r] = True
+                total_accepted += a
+                total_drafted += d
                 pos = pos + a + 1
             else:
                 pos = t
             k += 1
         most = max(most, k)
-    return most
+    return most, total_accepted, total_drafted
 
 
 def fixed_lengths(shape, d: int) -> np.ndarray:
@@ -345,26 +348,13 @@ def acceptance_rate(acc: np.ndarray, d: int) -> float:
 
 def acceptance_rates(acc: np.ndarray, lengths) -> np.ndarray:
     """``acceptance_rate`` at each fixed draft length of ``lengths``, from one ``match_runs`` of the streams:
-    integer totals of ``replay_lengths``' valid steps (exact), divided as numpy divides them."""
+    the integer totals of ``replay_lengths``' valid steps (its walk counting only, d read from a broadcast
+    view rather than a (streams x positions) array), divided as numpy divides them."""
     runs = match_runs(acc)
+    n, t = runs.shape
     out = np.empty(len(lengths))
     for k, d in enumerate(lengths):
-        accepted, drafted = _fixed_totals(runs, np.int64(d))
+        every = np.broadcast_to(np.int64(d), (n, t))
+        _, accepted, drafted = _replay(runs, every, *_replay_arrays(0, n, t, runs.dtype, every.dtype))
         out[k] = np.int64(accepted) / np.int64(drafted)
     return out
-
-
-@njit(cache=True)
-def _fixed_totals(runs, d):
-    """(accepted, drafted) tokens over every stream's steps at draft length ``d``: ``_replay``'s walk, whose
-    steps stop at the first draft window that passes the stream's end."""
-    n, t = runs.shape
-    accepted, steps = 0, 0
-    for r in range(n):
-        pos = 0
-        while pos < t and pos + d <= t:
-            a = min(np.int64(runs[r, pos]), d)
-            accepted += a
-            steps += 1
-            pos += a + 1
-    return accepted, steps * d
