@@ -73,8 +73,8 @@ def simulate_core(
     ``serving.warmup``-th arrival to the last one. ``workers``: replicas run at once, one thread each
     (default: the CPUs this process may use); results do not depend on it."""
     w = workload
-    prompt, out = w.prompt_len, w.output_len
-    accept, draft_lengths, confidence, arrivals = w.accept, w.draft_lengths, w.confidence, w.arrivals
+    prompt, out, accept, draft_lengths, confidence = w.prompt_len, w.output_len, w.accept, w.draft_lengths, w.confidence
+    later, arrivals = w.confidence_later, w.arrivals
     x, n_req = out.shape
     slots = n_req if serving is None else serving.slots
     if slots > n_req and arrivals is None:  # open loop: slots wait empty for requests to arrive
@@ -89,7 +89,7 @@ def simulate_core(
     for name, a in (
         ("draft_lengths", draft_lengths),
         ("confidence", confidence),
-        ("confidence_later", w.confidence_later),
+        ("confidence_later", later),
     ):
         if a is not None and (np.ndim(a) != 3 or np.shape(a)[:2] != (x, n_req) or np.shape(a)[2] < out.max() + d + 1):
             raise SimError(f"{name} must be (replicas, requests, >= {out.max() + d + 1}), got {np.shape(a)}")
@@ -118,7 +118,7 @@ def simulate_core(
         runs = match_runs(accept.reshape(x * n_req, -1)).reshape(x, n_req, -1).astype(np.int32)
         if accept.dtype != bool:  # flagged streams: a draft that continues a kept one reads other runs
             cont = match_runs(accept.reshape(x * n_req, -1), True).reshape(runs.shape).astype(np.int32)
-    later = confidence if w.confidence_later is None else w.confidence_later
+    later = confidence if later is None else later
     tab, lay = tables.flat(), layout_tuple(setup, layout)
     args = (mode, d, setup.pool_tokens, setup.pool_trigger == "complete", serving is not None and serving.prefill)
 

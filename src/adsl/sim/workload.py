@@ -33,8 +33,3 @@ class Workload:
         prompt, out = requests(self.prompt_len, self.output_len)
         object.__setattr__(self, "prompt_len", prompt)
         object.__setattr__(self, "output_len", out)
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        """(replicas, requests)."""
-        return self.output_len.shape
