@@ -327,17 +327,9 @@ def compile_simulator(catalogues: list, record: str, pair: str, simulation: dict
 
 
 def experiment(
-    models: list,
-    catalogues: list,
-    rows: str,
-    experiment: str,
-    simulation: dict,
-    seed: int,
-    tau: str | None = None,
-    compiled: str | None = None,
+    models: list, catalogues: list, rows: str, experiment: str, simulation: dict, seed: int, tau: str | None = None
 ) -> None:
-    """One configured experiment of the simulator (``adsl.sim.experiment``), one row per point. ``compiled``:
-    the record of ``compile_simulator``, an input only so the job runs after it."""
+    """One configured experiment of the simulator (``adsl.sim.experiment``), one row per point."""
     from adsl.sim.experiment import run_experiment
 
     ws = _workspace({"simulation": simulation, "seed": seed}, catalogues)
@@ -347,17 +339,9 @@ def experiment(
 
 
 def attribution_step(
-    models: list,
-    catalogues: list,
-    tau: str,
-    rows: str,
-    step: str,
-    simulation: dict,
-    seed: int,
-    compiled: str | None = None,
+    models: list, catalogues: list, tau: str, rows: str, step: str, simulation: dict, seed: int
 ) -> None:
-    """The main experiment under one step of the attribution study (``adsl.sim.attribution``); ``compiled``
-    as in ``experiment``."""
+    """The main experiment under one step of the attribution study (``adsl.sim.attribution``)."""
     from adsl.sim.attribution import run_step
 
     ws = _workspace({"simulation": simulation, "seed": seed}, catalogues)

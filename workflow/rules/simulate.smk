@@ -4,8 +4,8 @@ COMPILED = "logs/compile_simulator/record.csv"
 
 # numba compiles the loops in the first process that runs them and caches the code beside the package:
 # one job compiles them, beside the fits, instead of the first simulation jobs each compiling them at once.
-# Its record is an ancient() input of the jobs that simulate: it orders them, and a rerun of this job
-# (a changed setting) does not rerun them.
+# Its record is an unnamed ancient() input of the jobs that simulate: it orders them, their functions do
+# not see it, and a rerun of this job (a changed setting) does not rerun them.
 rule compile_simulator:
     input:
         catalogues=catalogue_files(),
@@ -32,9 +32,9 @@ rule compile_simulator:
 
 rule experiment:
     input:
+        ancient(COMPILED),
         unpack(experiment_files),
         catalogues=catalogue_files(),
-        compiled=ancient(COMPILED),
     output:
         rows=paths.experiment("{experiment}"),
     log:
@@ -64,9 +64,9 @@ MAIN = SETTINGS.simulation.experiments.get("main")
 
 rule attribution_step:
     input:
+        ancient(COMPILED),
         **(experiment_inputs(MAIN.systems, MAIN.pairs) if MAIN else {}),
         catalogues=catalogue_files(),
-        compiled=ancient(COMPILED),
     output:
         rows=paths.attribution_step("{step}"),
     log:
