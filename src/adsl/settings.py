@@ -231,6 +231,14 @@ class LightLoad:
 
 
 @dataclass(frozen=True)
+class Search:
+    """The fair referee (``adsl.sim.search``): the knobs every system's configuration is searched over."""
+
+    knobs: tuple[str, ...]
+    screen_replicas: int  # replicas each candidate is simulated on (the first of the point's first block)
+
+
+@dataclass(frozen=True)
 class Precision:
     """How many replicas a point runs: blocks of ``replicas`` (fresh acceptance streams each) until the 95 %
     interval of its mean throughput is within ``target`` of the mean (0: one block), at most
@@ -340,6 +348,7 @@ class SimulationSettings:
     batching: Batching
     pool_trigger: str  # complete | idle
     draft_placement: str
+    search: Search
     draft_split: str
     micro_batch_verification: bool
     static_power: bool
@@ -372,6 +381,7 @@ class SimulationSettings:
             batching=Batching(**sim["batching"]),
             pool_trigger=sim["pool_trigger"],
             draft_placement=sim["draft_placement"],
+            search=Search(tuple(sim["search"]["knobs"]), sim["search"]["screen_replicas"]),
             draft_split=sim["draft_split"],
             micro_batch_verification=sim["micro_batch_verification"],
             static_power=sim["static_power"],

@@ -26,7 +26,7 @@ POINT = Point("OPT-66B", "SADDLE", 4, 8, 96, "warn")
 @pytest.fixture(scope="module")
 def setting(ws):
     cats = ws.settings.simulation.categories
-    sim = ws.settings.simulation.with_overrides({"prompt_len": 32, "replicas": 3})
+    sim = ws.settings.simulation.with_overrides({"prompt_len": 32, "replicas": 3, "search": {"knobs": []}})
     return sim, dict.fromkeys(cats, MODEL), dict.fromkeys(cats, 0.4)
 
 

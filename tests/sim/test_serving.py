@@ -1,15 +1,11 @@
-"""Serving-model properties: more slots never lower throughput, the best draft placement is never slower
-than a fixed one."""
+"""Serving-model properties: more slots never lower throughput; the previous model broke it."""
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adsl.fitting.distributions import fit_confidence
-from adsl.settings import MicroBatching
 from adsl.sim.experiment import Point, run_point
-from adsl.sim.placement import draft_candidates, place_draft
-from adsl.sim.timing import batch_pass
 
 SYSTEMS = ("GPU-AD", "GPU-SD", "PIM-AD", "PIM-SD", "SADDLE")
 RNG = np.random.default_rng(0)
@@ -44,6 +40,7 @@ def test_the_previous_model_broke_the_property(ws):
             "batching": {"mode": "static"},
             "draft_placement": "tensor_parallel",
             "draft_split": "inherit",
+            "search": {"knobs": []},
         }
     )
     models, taus = dict.fromkeys(cats, model), dict.fromkeys(cats, 0.5)
@@ -52,18 +49,3 @@ def test_the_previous_model_broke_the_property(ws):
         for b in (1, 2)
     )
     assert two < one
-
-
-@settings(max_examples=25, deadline=None)
-@given(
-    st.sampled_from(["dgx-a100", "saddle-tp", "saddle", "motivation-4gpu"]), st.integers(1, 128), st.floats(64, 4096)
-)
-def test_best_draft_placement_is_never_slower_than_a_fixed_one(ws, models, hw, system, batch, ctx):
-    s = hw.system(system)
-    pair = models.pair("Llama3.1-70B")
-    mapping = {"fc": "gpu", "attention": "pim" if s.pim else "gpu"}
-    sched = MicroBatching(2, overlap=bool(s.pim))
-    _, copies, m = place_draft(pair, s, batch, ctx, mapping, sched, "best")
-    best = float(batch_pass(pair.draft, s, batch, 1, ctx, m, sched, copies).time_s)
-    for name, (c, mm) in draft_candidates(s, mapping).items():
-        assert best <= float(batch_pass(pair.draft, s, batch, 1, ctx, mm, sched, c).time_s), name

@@ -122,8 +122,8 @@ simulation:
     layout_pipeline: {batches: [16]}
   timeline: {batch: 16, passes: 2}
   attribution:
-    - {name: previous release, simulation: {batching: {mode: static}, draft_placement: tensor_parallel}}
-    - {name: today, simulation: {batching: {mode: continuous}, draft_placement: best}}
+    - {name: previous release, simulation: {batching: {mode: static}, search: {knobs: []}}}
+    - {name: today, simulation: {batching: {mode: continuous}, search: {knobs: [draft_placement, micro_batches]}}}
     - {name: + PE registers, hardware: {pim_stacks: {HBM3-PIM: {queries_per_pass: 8}}}}
 """
 

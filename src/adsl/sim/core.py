@@ -35,7 +35,7 @@ from adsl.settings import Continuous
 from adsl.sim import loop
 from adsl.sim.result import ReplicaLog, RunResult, run_result
 from adsl.sim.setup import Setup, SimError
-from adsl.sim.tables import Layout, PassTables, layout_tuple, micro_batches
+from adsl.sim.tables import Layout, PassTables, layout_tuple
 from adsl.sim.workload import Workload
 
 NO_RUNS = np.zeros((1, 1), np.int32)  # a stream array a mode does not read
@@ -108,7 +108,7 @@ def simulate_core(
     ctx_max = float(prompt.max() + out.max() + 4 * d + 4)
     tables = PassTables(setup, pair, slots, ctx_max, float(prompt.mean()))
     layout = Layout.of(setup.system)
-    mb = micro_batches(setup, tables, layout, slots, float(prompt.mean() + out.mean() / 2))
+    mb = max(1, setup.micro_batching.micro_batches)  # a knob of the search (adsl.sim.search)
     edges = np.linspace(0, slots, max(1, min(mb, slots)) + 1).round().astype(np.int64)
     keep = edges[1:] > edges[:-1]
     starts, stops = edges[:-1][keep], edges[1:][keep]

@@ -22,8 +22,18 @@ from adsl.perf.models import Pair
 from adsl.progress import progress
 from adsl.settings import Continuous, ExperimentSpec, SimulationSettings
 from adsl.sim.core import simulate_core
-from adsl.sim.policies import LEARNED, POLICIES, PolicyCosts, PolicyInputs, fit_threshold, predicted, schedule_length
+from adsl.sim.policies import (
+    COST_AWARE,
+    LEARNED,
+    POLICIES,
+    PolicyCosts,
+    PolicyInputs,
+    fit_threshold,
+    predicted,
+    schedule_length,
+)
 from adsl.sim.result import RunResult, concat
+from adsl.sim.search import Configuration, fastest, legal_set
 from adsl.sim.setup import Setup, SimError, check_memory, memory_need
 from adsl.sim.systems import SYSTEMS, Deployment, build
 from adsl.sim.timing import batch_pass
@@ -77,6 +87,7 @@ class Point:
     seq_len: int  # prompt + output tokens per request
     memory_check: str = "error"  # error: stop when weights + KV exceed the system's memory; warn: flag it
     policy: str | None = None  # the draft-length policy (adsl.sim.policies); None: the system's own
+    configuration: Configuration | None = None  # the search's knobs (adsl.sim.search); None: search them
 
 
 @dataclass(frozen=True)
@@ -106,6 +117,8 @@ def point_setup(ws, sim: SimulationSettings, point: Point) -> Setup:
     """The registered system's setup for the point; stops when it does not fit in memory (``error``)."""
     pair = ws.models.pair(point.pair)
     dep = Deployment.of(ws.hardware, pair, point.batch, point.seq_len, point.draft_length, sim)
+    if point.configuration is not None:
+        dep = point.configuration.deploy(dep)
     setup = build(point.system, dep)
     if point.policy is not None and setup.decoding == "sd":
         setup = dataclasses.replace(setup, policy=point.policy)
@@ -134,20 +147,27 @@ def point_taus(sim: SimulationSettings, taus: dict[str, float] | None, point: Po
 def point_inputs(
     ws, sim: SimulationSettings, point: Point, models: dict, taus: dict[str, float] | None = None, block: int = 0
 ) -> PointInputs:
-    """The setup of the point's system and its requests' streams (common random numbers: every system and
-    draft length sees the same streams for a (pair, batch)); ``block`` > 0: the streams of the point's
-    block-th further ``sim.replicas`` replicas (``adsl.settings.Precision``)."""
-    setup, pair = point_setup(ws, sim, point), ws.models.pair(point.pair)
+    """The setup of the point's system and its requests' streams (common random numbers: every system,
+    configuration and draft length sees the same streams for a (pair, batch)); ``block`` > 0: the streams
+    of the point's block-th further ``sim.replicas`` replicas (``adsl.settings.Precision``)."""
+    setup = point_setup(ws, sim, point)
     prompts, out = point_requests(sim, point)
-    d = point.draft_length
-    acc = conf = later = lengths = None
-    seed = ws.settings.seed + point.batch
+    streams = None
     if setup.decoding == "sd":
-        if d > STREAM_SLACK:
-            raise ValueError(f"draft length {d} > {STREAM_SLACK} is not supported")
+        if point.draft_length > STREAM_SLACK:
+            raise ValueError(f"draft length {point.draft_length} > {STREAM_SLACK} is not supported")
         t = int(out.max()) + STREAM_SLACK + 1
         x, n = out.shape
-        conf, later, acc = request_streams(models, list(sim.categories), x, n, t, [seed, 3, block] if block else seed)
+        seed = ws.settings.seed + point.batch
+        streams = request_streams(models, list(sim.categories), x, n, t, [seed, 3, block] if block else seed)
+    return with_setup(ws, sim, point, setup, prompts, out, streams, models, taus, block)
+
+
+def with_setup(ws, sim, point: Point, setup: Setup, prompts, out, streams, models, taus, block: int = 0) -> PointInputs:
+    """The point's inputs for ``setup`` over given requests and (confidence, later, accept) streams."""
+    pair = ws.models.pair(point.pair)
+    conf, later, acc = streams if setup.decoding == "sd" else (None, None, None)
+    lengths = None
     if setup.decoding == "sd" and (setup.policy != "fixed" or setup.pool_tokens):
         lengths = policy_lengths(ws, sim, point, setup, pair, models, taus, conf, later, acc, block)
     return PointInputs(
@@ -164,6 +184,13 @@ def point_inputs(
         lengths,
         memory_need(setup, pair, point.batch, point.seq_len),
     )
+
+
+def first_replicas(p: PointInputs, k: int) -> PointInputs:
+    """The inputs of the first ``k`` replicas only."""
+    cut = lambda a: None if a is None else a[:k]  # noqa: E731
+    names = ("prompts", "out", "accept", "confidence", "confidence_later", "lengths")
+    return dataclasses.replace(p, **{n: cut(getattr(p, n)) for n in names})
 
 
 def policy_costs(setup: Setup, pair: Pair, batch: int, ctx: float) -> PolicyCosts:
@@ -255,11 +282,59 @@ def simulate_point(p: PointInputs, timelines: bool = False, workers: int | None 
     return simulate_core(p.setup, p.pair, p.workload, p.serving, timelines, workers=workers)
 
 
+@dataclass(frozen=True)
+class Searched:
+    """What the search (``adsl.sim.search``) kept at a point: the point with its configuration, that
+    configuration's inputs and first block's run, how many candidates were simulated, and the chosen
+    throughput over the system's own configuration's."""
+
+    point: Point
+    inputs: PointInputs
+    result: RunResult
+    candidates: int
+    gain: float
+
+
+def search_point(ws, sim: SimulationSettings, point: Point, models: dict, taus=None) -> Searched:
+    """Simulate every legal configuration of the point's system (``sim.search.knobs``; only
+    ``point.configuration`` where given) on the first ``sim.search.screen_replicas`` replicas of the
+    point's requests and streams, and keep the fastest. A candidate that needs more memory than the
+    system has, and more than its own configuration needs, is not legal."""
+    first = point_inputs(ws, sim, point, models, taus)
+    if point.configuration is not None:
+        return Searched(point, first, simulate_point(first), 1, 1.0)
+    streams = (first.confidence, first.confidence_later, first.accept)
+    tried = []
+    for k, conf in enumerate(legal_set(first.setup, sim.search.knobs)):
+        pt = dataclasses.replace(point, configuration=conf)
+        if k == 0:  # the system's own configuration: the inputs built above
+            p = first
+        else:
+            setup = point_setup(ws, sim, dataclasses.replace(pt, memory_check="warn"))
+            need, have = memory_need(setup, first.pair, point.batch, point.seq_len)
+            if need > max(have, first.memory[0]):
+                continue
+            if setup.policy in COST_AWARE or first.lengths is None:
+                p = with_setup(ws, sim, pt, setup, first.prompts, first.out, streams, models, taus)
+            else:  # the draft lengths read only the streams: the same for every configuration
+                p = dataclasses.replace(first, setup=setup, memory=(need, have))
+        tried.append((pt, p))
+    screen = min(sim.search.screen_replicas, sim.replicas)
+    runs = [simulate_point(first_replicas(p, screen)) for _, p in tried] if len(tried) > 1 else []
+    tput = [float(r.throughput_tok_s.mean()) for r in runs] or [1.0]
+    best = fastest(tput)
+    pt, p = tried[best]
+    result = runs[best] if runs and screen == sim.replicas else simulate_point(p)
+    return Searched(pt, p, result, len(tried), tput[best] / tput[0])
+
+
 def run_point(ws, sim: SimulationSettings, point: Point, models: dict, taus: dict[str, float] | None = None) -> dict:
-    """One configuration point simulated under ``sim``, as a table row: blocks of ``sim.replicas`` replicas
-    until its throughput's 95 % interval meets ``sim.precision`` (``adsl.settings.Precision``)."""
-    p = point_inputs(ws, sim, point, models, taus)
-    runs = [simulate_point(p)]
+    """One configuration point simulated under ``sim``, as a table row: the search's configuration
+    (``search_point``), then blocks of ``sim.replicas`` replicas until its throughput's 95 % interval meets
+    ``sim.precision`` (``adsl.settings.Precision``)."""
+    found = search_point(ws, sim, point, models, taus)
+    point, p = found.point, found.inputs
+    runs = [found.result]
     blocks = max(1, sim.precision.max_replicas // sim.replicas)
     while len(runs) < blocks:
         tput = np.concatenate([r.throughput_tok_s for r in runs])
@@ -267,7 +342,12 @@ def run_point(ws, sim: SimulationSettings, point: Point, models: dict, taus: dic
             break
         runs.append(simulate_point(point_inputs(ws, sim, point, models, taus, block=len(runs))))
     row = point_row(p, concat(runs), point.pair, point.system, point.draft_length)
-    return row | {"precision_met": sim.precision.met(row["throughput_ci95"], row["throughput_tok_s"])}
+    return row | {
+        "precision_met": sim.precision.met(row["throughput_ci95"], row["throughput_tok_s"]),
+        "configuration": point.configuration.label,
+        "search_candidates": found.candidates,
+        "search_gain": found.gain,
+    }
 
 
 def point_row(p: PointInputs, res: RunResult, pair_name: str, system_name: str, d: int) -> dict:
@@ -312,6 +392,7 @@ def point_row(p: PointInputs, res: RunResult, pair_name: str, system_name: str, 
         mean_draft_length=float(np.mean(res.drafted / rounds)) if setup.decoding == "sd" else float("nan"),
         static_power_w=setup.system.static_power_w if setup.static_power else 0.0,
         draft_placement=setup.draft_placement if setup.decoding == "sd" else "",
+        pool_trigger=setup.pool_trigger if setup.eager else "",
         draft_fc_on_pim=res.placement.get("draft_fc_on_pim", float(setup.draft_mapping.get("fc") == "pim")),
         target_attention_on_pim=res.placement.get(
             "target_attention_on_pim", float(setup.target_mapping.get("attention") == "pim")
@@ -370,8 +451,22 @@ def run_experiment(
     sim = ws.settings.simulation.for_experiment(name)
     exp = ws.settings.simulation.experiments[name]
     models = {pair: {c: read_model(p) for c, p in model_paths[pair].items()} for pair in exp.pairs}
+    chosen: dict[tuple, Configuration] = {}
+
+    def configured(pt: Point) -> Point:
+        """A point with a policy other than its system's own runs the configuration searched under the
+        system's own policy (the zoo compares policies on one configured system)."""
+        entry = SYSTEMS.get(pt.system)
+        if pt.policy is None or entry is None or pt.policy == entry.policy:
+            return pt
+        key = (pt.pair, pt.system, pt.batch, pt.draft_length, pt.seq_len)
+        if key not in chosen:
+            own = dataclasses.replace(pt, policy=None)
+            chosen[key] = search_point(ws, sim, own, models[pt.pair], (taus or {}).get(pt.pair)).point.configuration
+        return dataclasses.replace(pt, configuration=chosen[key])
+
     rows = [
-        run_point(ws, sim, pt, models[pt.pair], (taus or {}).get(pt.pair)) | {"experiment": name}
+        run_point(ws, sim, configured(pt), models[pt.pair], (taus or {}).get(pt.pair)) | {"experiment": name}
         for pt in progress(experiment_points(sim, exp), f"experiment {name}: configuration point")
     ]
     df = pd.DataFrame(rows)

@@ -962,38 +962,3 @@ def run_replica(mode, d, capacity, complete, with_prefill, logs, tab, lay, n_mac
     else:
         async_pool(d, capacity, complete, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, starts, stops)
     return counts, times
-
-
-@njit(cache=True)
-def round_time(tab, lay, n_machines, ad, d, k, batch, ctx):
-    """One round of the whole ``batch`` cut into ``k`` micro-batches, on fresh machines: a decode pass, or
-    d draft passes and a verification, per micro-batch; returns when the last ends."""
-    stages, pim, per_stage = lay[0], lay[1], lay[2]
-    mach = machines(n_machines, stages)
-    seg_m, seg_d = mach[6], mach[7]
-    logs = (
-        np.zeros((0, 3)),
-        np.zeros((0, 7)),
-        np.zeros((0, 3)),
-        np.zeros((0, 3)),
-        np.zeros((0, 4)),
-        np.zeros(5, np.int64),
-    )
-    n = -(-batch // k)
-    step = tab[8]
-    end = 0.0
-    for _ in range(k):
-        if ad:
-            g, p = at(tab[4], tab[5], n, ctx, step)
-            c = segments(g, p, stages, pim, EVERY_STAGE, seg_m, seg_d)
-            end = max(end, run_pass(mach, 0.0, seg_m, seg_d, c, per_stage, DRAFT, logs)[1])
-            continue
-        t = 0.0
-        for j in range(d):
-            _, g, p = draft_pass(tab[0], tab[1], n, ctx + j, step)
-            c = segments(g, p, stages, pim, EVERY_STAGE, seg_m, seg_d)
-            t = run_pass(mach, t, seg_m, seg_d, c, per_stage, DRAFT, logs)[1]
-        _, _, _, g, p = verify_pass(tab[2], tab[3], n, ctx, float(d + 1), step)
-        c = segments(g, p, stages, pim, EVERY_STAGE, seg_m, seg_d)
-        end = max(end, run_pass(mach, t, seg_m, seg_d, c, per_stage, DRAFT, logs)[1])
-    return end

@@ -30,6 +30,7 @@ from adsl.sim.experiment import (
     point_setup,
     policy_lengths,
     request_streams,
+    search_point,
 )
 from adsl.sim.result import RunResult
 from adsl.sim.setup import SimError, memory_need
@@ -183,11 +184,22 @@ def run_open_loop(ws, models, taus, mix: RequestMix, policies: tuple[str, ...]) 
     ``policies``; one row per (system, policy, load)."""
     sim, spec = ws.settings.simulation, ws.settings.simulation.open_loop
     runs = [(s, None) for s in spec.systems] + [(spec.policy_system, p) for p in policies]
-    rows = []
+    rows, chosen = [], {}
     for system, policy in progress(runs, "open loop: system"):
-        point = Point(spec.pair, system, spec.slots, sim.draft_length, mix.max_seq_len, "warn", policy)
+        point = Point(spec.pair, system, spec.slots, sim.draft_length, mix.max_seq_len, "warn")
+        if system not in chosen:  # the search's configuration of the saturated closed loop, its own policy
+            chosen[system] = search_point(ws, sim, point, models, taus).point.configuration
+        point = dataclasses.replace(point, policy=policy, configuration=chosen[system])
         for row in load_sweep(ws, sim, point, models, taus, spec, mix):
-            rows.append({"pair": spec.pair, "system": system, "policy": policy or "own", **row})
+            rows.append(
+                {
+                    "pair": spec.pair,
+                    "system": system,
+                    "policy": policy or "own",
+                    "configuration": chosen[system].label,
+                    **row,
+                }
+            )
     return pd.DataFrame(rows)
 
 

@@ -237,6 +237,7 @@ POLICIES: dict[str, Callable[[PolicyInputs, int], np.ndarray]] = {
     "oracle": oracle,
 }
 LEARNED = ("rejection_risk", "entropy_bound")  # policies whose threshold ``fit_threshold`` sets
+COST_AWARE = ("goodput", *LEARNED)  # policies that read the system's costs (the others: only the streams)
 
 
 def predicted(models: dict[str, dict], categories: np.ndarray, conf: np.ndarray, later: np.ndarray):

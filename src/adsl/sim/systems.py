@@ -28,11 +28,12 @@ class Deployment:
     max_seq_len: int
     draft_length: int  # the SD baselines' fixed d
     systems: SystemChoice  # which hardware system each family runs on, pool capacity, micro-batching
-    draft_placement: str = "tensor_parallel"  # or replicated | pim | best (adsl.sim.placement)
+    draft_placement: str = "tensor_parallel"  # or replicated | pim (adsl.sim.placement)
     draft_split: str = "inherit"  # micro-batch split of draft passes: best | always | inherit (as the verification's)
     micro_batch_verification: bool = True  # SpecPIM-style systems verify each micro-batch on its own
     static_power: bool = False
     pool_trigger: str = "complete"  # when SADDLE's Shared Pool is verified: idle | complete
+    micro_batches: int | None = None  # micro-batches (Draft Generators with a pool); None: the system's count
 
     @classmethod
     def of(cls, hardware, pair: Pair, batch: int, max_seq_len: int, draft_length: int, sim) -> Deployment:
@@ -53,7 +54,8 @@ class Deployment:
 
 
 def _micro_batching(dep: Deployment, system_name: str) -> MicroBatching:
-    return dep.systems.micro_batching_of(system_name)
+    mb = dep.systems.micro_batching_of(system_name)
+    return mb if dep.micro_batches is None else dataclasses.replace(mb, micro_batches=dep.micro_batches)
 
 
 def _gpu(dep: Deployment, name: str, decoding: str) -> Setup:
@@ -218,13 +220,5 @@ def build(name: str, dep: Deployment) -> Setup:
     if setup.decoding != "sd":
         return setup
     setup = dataclasses.replace(setup, draft_split=None if dep.draft_split == "inherit" else dep.draft_split)
-    placement, copies, mapping = place_draft(
-        dep.pair,
-        setup.system,
-        dep.batch,
-        dep.max_seq_len,
-        setup.draft_mapping,
-        setup.draft_micro_batching,
-        dep.draft_placement,
-    )
+    placement, copies, mapping = place_draft(setup.system, setup.draft_mapping, dep.draft_placement)
     return dataclasses.replace(setup, draft_copies=copies, draft_mapping=mapping, draft_placement=placement)

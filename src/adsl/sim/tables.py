@@ -131,17 +131,3 @@ class PassTables:
 def layout_tuple(setup: Setup, layout: Layout) -> tuple:
     """(stages, PIM machines, machines per stage, replicated draft) as ``loop.run_replica`` takes them."""
     return (layout.stages, layout.pim, layout.machines_per_stage, setup.draft_copies > 1)
-
-
-def micro_batches(setup: Setup, tables: PassTables, layout: Layout, batch: int, ctx: float) -> int:
-    """How many micro-batches a run cuts its slots into. The system's count where the modelled system
-    requires it (pipeline stages, SpecPIM-style per-micro-batch verification, SADDLE's Draft Generator per
-    micro-batch); else whichever of 1 and that count finishes one round of the whole batch sooner on the
-    machines (a decode pass, or d draft passes and a verification, per micro-batch): a micro-batch pays
-    the weight reads again, and pays off only where GPU and PIM work of different micro-batches overlap."""
-    m = setup.micro_batching.micro_batches
-    if m <= 1 or layout.stages > 1 or setup.micro_batching.split == "always" or setup.pool_tokens:
-        return max(1, m)
-    args = (tables.flat(), layout_tuple(setup, layout), len(layout.machines), setup.decoding == "ad")
-    one = loop.round_time(*args, setup.draft_length, 1, batch, ctx)
-    return m if loop.round_time(*args, setup.draft_length, m, batch, ctx) < one else 1

@@ -10,7 +10,8 @@ import pandas as pd
 from adsl.fitting.modelfile import read_model
 from adsl.fitting.tau import read_taus
 from adsl.paths import models_by_pair
-from adsl.sim.experiment import Point, point_inputs, simulate_point
+from adsl.sim.experiment import Point, search_point, simulate_point
+from adsl.sim.search import configuration_of
 from adsl.sim.tables import Layout
 from adsl.workspace import Workspace
 
@@ -27,8 +28,9 @@ def timeline_table(ws: Workspace, models: list[str], tau: str) -> pd.DataFrame:
     rows = []
     for system in cfg.systems:
         point = Point(cfg.pair, system, cfg.batch, sim.draft_length, sim.seq_len(cfg.pair), "warn")
-        p = point_inputs(ws, sim, point, accept, taus)
+        p = search_point(ws, sim, point, accept, taus).inputs  # the configuration the search keeps
         res = simulate_point(p, timelines=True)
+        conf = configuration_of(p.setup).label
         names = Layout.of(p.setup.system).machines
         spans = sorted(res.timelines[0]["segments"], key=lambda z: z[1])
         verify = sorted(s for k, s, _ in res.timelines[0]["jobs"] if k == "verify" and s >= res.window["start_s"][0])
@@ -49,6 +51,7 @@ def timeline_table(ws: Workspace, models: list[str], tau: str) -> pd.DataFrame:
                 rows.append(
                     dict(
                         system=system,
+                        configuration=conf,
                         device=device.upper(),
                         kind=kind,
                         start_ms=(max(s, lo) - lo) * 1e3,

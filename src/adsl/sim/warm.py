@@ -5,8 +5,7 @@ cache beside the module (``cache=True``), so every later process loads it in abo
 fresh clone the first simulation jobs would each compile the same loops at once (about 50 s of a core
 each on the 2-core machines measured); the workflow's ``compile_simulator`` job does it once, beside the
 fits, and the simulation jobs wait for it. ``warm`` runs a few points with a tiny workload through the
-same entry points as the experiments (stream draws, the draft-length rules, every loop mode, the
-micro-batch decision), so what it compiles has the argument types the experiments use.
+same entry points as the experiments (stream draws, the draft-length rules, every loop mode), so what it compiles has the argument types the experiments use.
 """
 
 from __future__ import annotations
@@ -27,8 +26,8 @@ MODEL = {
     "match_rate": 0.6,
 }
 PLAIN = {k: v for k, v in MODEL.items() if k != "calibration"}  # as measured: bool streams
-# systems whose setups reach every loop mode: decode passes, drafting and verification per micro-batch
-# (the micro-batch decision of a system that may split: PIM-AD), the sequential pool and the asynchronous
+# systems whose setups reach every loop mode: decode passes, drafting and verification per micro-batch,
+# the sequential pool and the asynchronous
 # pool; then one on bool streams
 RUNS = (("PIM-AD", MODEL), ("GPU-SD", MODEL), ("PIM-SD", MODEL), ("SADDLE-p", MODEL), ("SADDLE", MODEL))
 RUNS += (("GPU-SD", PLAIN),)

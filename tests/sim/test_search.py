@@ -1,0 +1,97 @@
+"""The fair referee (``adsl.sim.search``): every system's legal set, and the search keeps the fastest of
+what it simulated; a smaller legal set never gives a faster system."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from adsl.fitting.distributions import fit_confidence
+from adsl.sim.experiment import Point, first_replicas, point_inputs, run_point, search_point, simulate_point
+from adsl.sim.search import Configuration, fastest, legal_set
+
+RNG = np.random.default_rng(0)
+MODEL = {
+    "confidence": fit_confidence(np.concatenate([RNG.beta(8, 1, 2000), RNG.beta(2, 2, 600)])),
+    "joint": {"a": -0.5, "b": 1.0, "s": 0.6, "g": 0.3},
+}
+ALL = ("draft_placement", "micro_batches", "pool_trigger")
+
+
+@given(st.lists(st.floats(0, 10, allow_nan=False), min_size=1, max_size=12))
+def test_fastest_is_a_maximum_and_a_tie_keeps_the_earlier(values):
+    i = fastest(values)
+    assert values[i] == max(values)
+    assert all(v < values[i] for v in values[:i])
+
+
+def _sim(ws, knobs=ALL, screen=2, **sim):
+    base = ws.settings.simulation.with_overrides({"prompt_len": 32, "replicas": 2, "precision": {"target": 0}, **sim})
+    search = dataclasses.replace(base.search, knobs=tuple(knobs), screen_replicas=screen)
+    return dataclasses.replace(base, search=search)
+
+
+def _inputs(ws):
+    cats = ws.settings.simulation.categories
+    return dict.fromkeys(cats, MODEL), dict.fromkeys(cats, 0.4)
+
+
+@pytest.mark.parametrize(
+    "system,sizes",
+    [("GPU-AD", 1), ("GPU-SD", 2), ("PIM-AD", 2), ("PIM-SD", 6), ("SD", 3), ("SADDLE-p", 6), ("SADDLE", 12)],
+)
+def test_legal_sets_hold_each_systems_knobs_with_its_own_configuration_first(ws, system, sizes):
+    """GPU-SD: two draft placements on the DGX (no PIM); PIM-SD: three placements x one or two
+    micro-batches; SD on the 4-stage pipeline
+    keeps its 5 micro-batches; SADDLE also both triggers;
+    without knobs, only the system's own configuration."""
+    models, taus = _inputs(ws)
+    p = point_inputs(ws, _sim(ws), Point("OPT-66B", system, 8, 4, 96, "warn"), models, taus)
+    cands = legal_set(p.setup, ALL)
+    assert len(cands) == sizes == len(set(cands))
+    assert cands[0].draft_placement == (p.setup.draft_placement if p.setup.decoding == "sd" else None)
+    assert cands[0].micro_batches == p.setup.micro_batching.micro_batches
+    assert legal_set(p.setup, ()) == cands[:1]
+    with pytest.raises(ValueError, match="unknown search knobs"):
+        legal_set(p.setup, ("layout",))
+
+
+@pytest.mark.parametrize("system", ["PIM-AD", "PIM-SD", "SADDLE"])
+def test_the_search_keeps_a_candidate_no_slower_than_any_it_simulated(ws, system):
+    """Every legal candidate re-simulated on its own on the screening replica: none is faster than the
+    chosen one, and the chosen one's row is its run over all replicas."""
+    models, taus = _inputs(ws)
+    sim = _sim(ws, screen=1)
+    point = Point("OPT-66B", system, 16, 4, 96, "warn")
+    found = search_point(ws, sim, point, models, taus)
+    legal = legal_set(point_inputs(ws, sim, point, models, taus).setup, ALL)
+    assert found.candidates == len(legal) and found.point.configuration in legal
+    chosen = simulate_point(first_replicas(found.inputs, 1)).throughput_tok_s.mean()
+    for conf in legal:
+        p = point_inputs(ws, sim, dataclasses.replace(point, configuration=conf), models, taus)
+        assert simulate_point(first_replicas(p, 1)).throughput_tok_s.mean() <= chosen, conf
+    assert found.result.time_s.size == sim.replicas
+    assert found.gain >= 1.0
+
+
+@pytest.mark.parametrize("system", ["PIM-SD", "SADDLE"])
+def test_a_smaller_legal_set_never_gives_a_faster_system(ws, system):
+    """Screening on every replica: the row's throughput is the chosen run's, so dropping a knob (or all)
+    can only lower it or leave it."""
+    models, taus = _inputs(ws)
+    point = Point("OPT-66B", system, 16, 4, 96, "warn")
+    full = run_point(ws, _sim(ws), point, models, taus)
+    for knobs in ((), ("draft_placement",), ("micro_batches",), ("draft_placement", "micro_batches")):
+        row = run_point(ws, _sim(ws, knobs), point, models, taus)
+        assert row["throughput_tok_s"] <= full["throughput_tok_s"], knobs
+        assert row["search_candidates"] <= full["search_candidates"]
+
+
+def test_a_given_configuration_is_run_as_given(ws):
+    models, taus = _inputs(ws)
+    conf = Configuration("tensor_parallel", 1, "idle")
+    row = run_point(ws, _sim(ws), Point("OPT-66B", "SADDLE", 16, 4, 96, "warn", configuration=conf), models, taus)
+    assert (row["configuration"], row["search_candidates"]) == (conf.label, 1)
+    assert (row["draft_placement"], row["micro_batches"], row["pool_trigger"]) == ("tensor_parallel", 1.0, "idle")
