@@ -5,7 +5,8 @@ cache beside the module (``cache=True``), so every later process loads it in abo
 fresh clone the first simulation jobs would each compile the same loops at once (about 50 s of a core
 each on the 2-core machines measured); the workflow's ``compile_simulator`` job does it once, beside the
 fits, and the simulation jobs wait for it. ``warm`` runs a few points with a tiny workload through the
-same entry points as the experiments (stream draws, the draft-length rules, every loop mode), so what it compiles has the argument types the experiments use.
+same entry points as the experiments (stream draws, the draft-length rules, every loop mode), so what it
+compiles has the argument types the experiments use.
 """
 
 from __future__ import annotations
