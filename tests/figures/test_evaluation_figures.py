@@ -61,6 +61,13 @@ def test_ablation_breakdown_and_scheduler_tables(experiments, tmp_path):
         assert parts.sum() == pytest.approx(g.total_s.iloc[0], rel=1e-9)
         # drafting hidden under verification counts negative (PIM-SD overlaps its micro-batches too)
         assert parts["overlap"] <= 0.0
+    # both systems' bars are the time to emit the same tokens: PIM-SD's window's, SADDLE's scaled to it
+    raw = pd.read_parquet(exp["ablation"]).set_index(["system", "batch"])
+    for b, g in f16.groupby("batch"):
+        assert g.tokens.nunique() == 1 and g.tokens.iloc[0] == raw.loc[("PIM-SD", b), "window_tokens"]
+        saddle = g[g.system == "SADDLE"].total_s.iloc[0]
+        per_token = raw.loc[("SADDLE", b), "time_s"] / raw.loc[("SADDLE", b), "window_tokens"]
+        assert saddle == pytest.approx(per_token * g.tokens.iloc[0], rel=1e-12)
     f19 = compute_table("fig19", ws, experiment=str(exp["scheduler"]))
     assert set(f19.scheduler) == {"static", "dynamic"}
     assert np.allclose(f19[f19.scheduler == "static"].speedup_vs_static, 1.0)

@@ -1,6 +1,6 @@
 """The simulator's entry: every system, every replica, through one event loop (``adsl.sim.loop``).
 
-The batch's slots are cut into micro-batches (``adsl.sim.tables.micro_batches``); each micro-batch runs
+The batch's slots are cut into the setup's micro-batches (a knob of ``adsl.sim.search``); each runs
 its own rounds on the system's machines, so the passes of different micro-batches overlap wherever they
 use different machines and serialise where they share one:
 
@@ -59,6 +59,14 @@ def cpus() -> int:
         return os.cpu_count() or 1
 
 
+def pass_tables(setup: Setup, pair: Pair, workload: Workload, serving: Continuous | None = None) -> PassTables:
+    """The pass costs a run of ``workload`` reads: up to the longest context it can reach, at its mean prompt."""
+    prompt, out = workload.prompt_len, workload.output_len
+    slots = out.shape[1] if serving is None else serving.slots
+    ctx_max = float(prompt.max() + out.max() + 4 * setup.draft_length + 4)
+    return PassTables(setup, pair, slots, ctx_max, float(prompt.mean()))
+
+
 def simulate_core(
     setup: Setup,
     pair: Pair,
@@ -66,12 +74,14 @@ def simulate_core(
     serving: Continuous | None = None,
     timelines: bool = False,
     workers: int | None = None,
+    tables: PassTables | None = None,
 ) -> RunResult:
     """Run every replica of ``workload`` (``adsl.sim.workload.Workload``). ``timelines``: keep every
     segment's (machine, start, end, kind). With arrivals (open loop; ``serving`` gives the slots and the
     prefill) requests enter free slots once they have arrived, and results cover the window from the
     ``serving.warmup``-th arrival to the last one. ``workers``: replicas run at once, one thread each
-    (default: the CPUs this process may use); results do not depend on it."""
+    (default: the CPUs this process may use); results do not depend on it. ``tables``: ``pass_tables`` of
+    this setup's costs, built once where several runs share them (setups that differ in the pool trigger)."""
     w = workload
     prompt, out, accept, draft_lengths, confidence = w.prompt_len, w.output_len, w.accept, w.draft_lengths, w.confidence
     later, arrivals = w.confidence_later, w.arrivals
@@ -105,8 +115,7 @@ def simulate_core(
             raise SimError("open loop needs serving slots and sorted arrival times of shape (replicas, requests)")
         if setup.pool_tokens and not setup.eager:
             raise SimError(f"{setup.name}: open-loop serving runs on the asynchronous pool only")
-    ctx_max = float(prompt.max() + out.max() + 4 * d + 4)
-    tables = PassTables(setup, pair, slots, ctx_max, float(prompt.mean()))
+    tables = tables or pass_tables(setup, pair, w, serving)
     layout = Layout.of(setup.system)
     mb = max(1, setup.micro_batching.micro_batches)  # a knob of the search (adsl.sim.search)
     edges = np.linspace(0, slots, max(1, min(mb, slots)) + 1).round().astype(np.int64)

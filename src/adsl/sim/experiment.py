@@ -21,7 +21,7 @@ from adsl.fitting.modelfile import read_model
 from adsl.perf.models import Pair
 from adsl.progress import progress
 from adsl.settings import Continuous, ExperimentSpec, SimulationSettings
-from adsl.sim.core import simulate_core
+from adsl.sim.core import pass_tables, simulate_core
 from adsl.sim.policies import (
     COST_AWARE,
     LEARNED,
@@ -277,9 +277,10 @@ def learned_thresholds(policy, inputs: PolicyInputs, models, sim: SimulationSett
     return out
 
 
-def simulate_point(p: PointInputs, timelines: bool = False, workers: int | None = None) -> RunResult:
-    """Run a point on the event loop (``workers``: replicas at once, see ``simulate_core``)."""
-    return simulate_core(p.setup, p.pair, p.workload, p.serving, timelines, workers=workers)
+def simulate_point(p: PointInputs, timelines: bool = False, workers: int | None = None, tables=None) -> RunResult:
+    """Run a point on the event loop (``workers``: replicas at once; ``tables``: its pass costs where
+    already built; see ``simulate_core``)."""
+    return simulate_core(p.setup, p.pair, p.workload, p.serving, timelines, workers=workers, tables=tables)
 
 
 @dataclass(frozen=True)
@@ -320,7 +321,14 @@ def search_point(ws, sim: SimulationSettings, point: Point, models: dict, taus=N
                 p = dataclasses.replace(first, setup=setup, memory=(need, have))
         tried.append((pt, p))
     screen = min(sim.search.screen_replicas, sim.replicas)
-    runs = [simulate_point(first_replicas(p, screen)) for _, p in tried] if len(tried) > 1 else []
+    runs, shared = [], {}
+    for pt, p in tried if len(tried) > 1 else ():
+        few = first_replicas(p, screen)
+        # the pool trigger changes no pass cost: candidates that differ only there share their tables
+        key = dataclasses.replace(pt.configuration, pool_trigger=None)
+        if key not in shared:
+            shared[key] = pass_tables(few.setup, few.pair, few.workload, few.serving)
+        runs.append(simulate_point(few, tables=shared[key]))
     tput = [float(r.throughput_tok_s.mean()) for r in runs] or [1.0]
     best = fastest(tput)
     pt, p = tried[best]
@@ -378,6 +386,7 @@ def point_row(p: PointInputs, res: RunResult, pair_name: str, system_name: str, 
         tokens_per_j_ci95=_ci95(res.tokens_per_j),
         time_s=float(res.time_s.mean()),
         tokens=int(res.tokens[0]),
+        window_tokens=float(res.tokens.mean()),  # the stage and time columns' token count (replica mean)
         micro_batches=res.placement.get("micro_batches", float(setup.micro_batching.micro_batches)),
         eager_drafted=float(np.mean(res.pool.get("eager", 0.0))),
         eager_migrated=float(np.mean(res.pool.get("migrated", 0.0))),

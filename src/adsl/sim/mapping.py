@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
+
 from adsl.perf.cost import check_mapping
 from adsl.perf.hardware import SystemSpec
 from adsl.perf.models import Pair
@@ -30,9 +32,9 @@ def candidate_mappings(system: SystemSpec) -> list[tuple[dict, dict]]:
 
 def iteration_time(pair: Pair, system: SystemSpec, draft_map, target_map, batch, d, ctx, micro_batching: MicroBatching):
     """Seconds of one speculative iteration: ``d`` draft passes, then one target pass over d + 1 tokens."""
-    draft = sum(
-        float(batch_pass(pair.draft, system, batch, 1, ctx + j, draft_map, micro_batching).time_s) for j in range(d)
-    )
+    # the d draft passes as one array of contexts, added one after another as scalars
+    steps = batch_pass(pair.draft, system, batch, 1, ctx + np.arange(d, dtype=float), draft_map, micro_batching)
+    draft = sum(float(t) for t in np.broadcast_to(steps.time_s, (d,)))
     verify = float(batch_pass(pair.target, system, batch, d + 1, ctx, target_map, micro_batching).time_s)
     return draft + verify
 
