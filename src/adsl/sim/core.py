@@ -59,12 +59,15 @@ def cpus() -> int:
         return os.cpu_count() or 1
 
 
-def pass_tables(setup: Setup, pair: Pair, workload: Workload, serving: Continuous | None = None) -> PassTables:
-    """The pass costs a run of ``workload`` reads: up to the longest context it can reach, at its mean prompt."""
+def pass_tables(
+    setup: Setup, pair: Pair, workload: Workload, serving: Continuous | None = None, reuse: PassTables | None = None
+) -> PassTables:
+    """The pass costs a run of ``workload`` reads: up to the longest context it can reach, at its mean prompt
+    (``reuse``: see ``PassTables``)."""
     prompt, out = workload.prompt_len, workload.output_len
     slots = out.shape[1] if serving is None else serving.slots
     ctx_max = float(prompt.max() + out.max() + 4 * setup.draft_length + 4)
-    return PassTables(setup, pair, slots, ctx_max, float(prompt.mean()))
+    return PassTables(setup, pair, slots, ctx_max, float(prompt.mean()), reuse)
 
 
 def simulate_core(

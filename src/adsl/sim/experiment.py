@@ -325,9 +325,11 @@ def search_point(ws, sim: SimulationSettings, point: Point, models: dict, taus=N
     for pt, p in tried if len(tried) > 1 else ():
         few = first_replicas(p, screen)
         # the pool trigger changes no pass cost: candidates that differ only there share their tables
+        # and every candidate has the same target passes (the draft side is what differs)
         key = dataclasses.replace(pt.configuration, pool_trigger=None)
         if key not in shared:
-            shared[key] = pass_tables(few.setup, few.pair, few.workload, few.serving)
+            reuse = next(iter(shared.values()), None)
+            shared[key] = pass_tables(few.setup, few.pair, few.workload, few.serving, reuse)
         runs.append(simulate_point(few, tables=shared[key]))
     tput = [float(r.throughput_tok_s.mean()) for r in runs] or [1.0]
     best = fastest(tput)

@@ -79,7 +79,12 @@ class PassTables:
     the draft's FC on the other device), verify per variant and tokens per request 1..d + 2 (variant 1
     places the target's attention on the other device), decode, prefill (target, then draft)."""
 
-    def __init__(self, setup: Setup, pair: Pair, slots: int, ctx_max: float, prompt: float):
+    def __init__(
+        self, setup: Setup, pair: Pair, slots: int, ctx_max: float, prompt: float, reuse: PassTables | None = None
+    ):
+        """``reuse``: tables of a setup of the same system whose target passes are the same (target
+        mappings, d, slots, contexts, prompt): its target tables are taken, not built again (the search's
+        candidates differ only on the draft side)."""
         s, sd = setup.system, setup.decoding == "sd"
         d = setup.draft_length
         pim_weights = s.weights_in == "pim"
@@ -87,6 +92,9 @@ class PassTables:
             [flip(setup.draft_mapping, "fc")] if setup.dynamic and pim_weights else []
         )
         self.target_maps = [setup.target_mapping] + ([flip(setup.target_mapping, "attention")] if setup.dynamic else [])
+        q = max(1, int(round(prompt)))
+        self.target_key = (s, pair.target, repr(self.target_maps), sd, d, slots, ctx_max, q)
+        same = reuse is not None and reuse.target_key == self.target_key
         self.draft: list[PassTable] = []
         self.verify: list[list[PassTable]] = []
         self.decode: PassTable | None = None
@@ -94,14 +102,19 @@ class PassTables:
             self.draft = [
                 PassTable.build(pair.draft, s, 1, m, slots, ctx_max, setup.draft_copies) for m in self.draft_maps
             ]
-            self.verify = [
-                [PassTable.build(pair.target, s, q, m, slots, ctx_max) for q in range(1, d + 3)]
-                for m in self.target_maps
-            ]
+            self.verify = (
+                reuse.verify
+                if same
+                else [
+                    [PassTable.build(pair.target, s, q, m, slots, ctx_max) for q in range(1, d + 3)]
+                    for m in self.target_maps
+                ]
+            )
         else:
-            self.decode = PassTable.build(pair.target, s, 1, setup.target_mapping, slots, ctx_max)
-        q = max(1, int(round(prompt)))
-        self.prefill = [PassTable.build(pair.target, s, q, PREFILL_MAPPING, slots, 1.0)]
+            self.decode = (
+                reuse.decode if same else PassTable.build(pair.target, s, 1, setup.target_mapping, slots, ctx_max)
+            )
+        self.prefill = [reuse.prefill[0] if same else PassTable.build(pair.target, s, q, PREFILL_MAPPING, slots, 1.0)]
         if sd:
             self.prefill.append(PassTable.build(pair.draft, s, q, PREFILL_MAPPING, slots, 1.0, setup.draft_copies))
 
