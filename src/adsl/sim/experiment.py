@@ -145,21 +145,34 @@ def point_taus(sim: SimulationSettings, taus: dict[str, float] | None, point: Po
 
 
 def point_inputs(
-    ws, sim: SimulationSettings, point: Point, models: dict, taus: dict[str, float] | None = None, block: int = 0
+    ws,
+    sim: SimulationSettings,
+    point: Point,
+    models: dict,
+    taus: dict[str, float] | None = None,
+    block: int = 0,
+    drawn: dict | None = None,
 ) -> PointInputs:
     """The setup of the point's system and its requests' streams (common random numbers: every system,
     configuration and draft length sees the same streams for a (pair, batch)); ``block`` > 0: the streams
-    of the point's block-th further ``sim.replicas`` replicas (``adsl.settings.Precision``)."""
+    of the point's block-th further ``sim.replicas`` replicas (``adsl.settings.Precision``). ``drawn``: a
+    dict the caller keeps over the points of one pair's models, so their streams are drawn once (they
+    depend only on the batch, the sequence length and the block)."""
     setup = point_setup(ws, sim, point)
     prompts, out = point_requests(sim, point)
     streams = None
     if setup.decoding == "sd":
         if point.draft_length > STREAM_SLACK:
             raise ValueError(f"draft length {point.draft_length} > {STREAM_SLACK} is not supported")
-        t = int(out.max()) + STREAM_SLACK + 1
-        x, n = out.shape
-        seed = ws.settings.seed + point.batch
-        streams = request_streams(models, list(sim.categories), x, n, t, [seed, 3, block] if block else seed)
+        key = (point.pair, point.batch, point.seq_len, block)
+        streams = None if drawn is None else drawn.get(key)
+        if streams is None:
+            t = int(out.max()) + STREAM_SLACK + 1
+            x, n = out.shape
+            seed = ws.settings.seed + point.batch
+            streams = request_streams(models, list(sim.categories), x, n, t, [seed, 3, block] if block else seed)
+            if drawn is not None:
+                drawn[key] = streams
     return with_setup(ws, sim, point, setup, prompts, out, streams, models, taus, block)
 
 
@@ -296,12 +309,12 @@ class Searched:
     gain: float
 
 
-def search_point(ws, sim: SimulationSettings, point: Point, models: dict, taus=None) -> Searched:
+def search_point(ws, sim: SimulationSettings, point: Point, models: dict, taus=None, drawn=None) -> Searched:
     """Simulate every legal configuration of the point's system (``sim.search.knobs``; only
     ``point.configuration`` where given) on the first ``sim.search.screen_replicas`` replicas of the
     point's requests and streams, and keep the fastest. A candidate that needs more memory than the
     system has, and more than its own configuration needs, is not legal."""
-    first = point_inputs(ws, sim, point, models, taus)
+    first = point_inputs(ws, sim, point, models, taus, drawn=drawn)
     if point.configuration is not None:
         return Searched(point, first, simulate_point(first), 1, 1.0)
     streams = (first.confidence, first.confidence_later, first.accept)
@@ -338,11 +351,13 @@ def search_point(ws, sim: SimulationSettings, point: Point, models: dict, taus=N
     return Searched(pt, p, result, len(tried), tput[best] / tput[0])
 
 
-def run_point(ws, sim: SimulationSettings, point: Point, models: dict, taus: dict[str, float] | None = None) -> dict:
+def run_point(
+    ws, sim: SimulationSettings, point: Point, models: dict, taus: dict[str, float] | None = None, drawn=None
+) -> dict:
     """One configuration point simulated under ``sim``, as a table row: the search's configuration
     (``search_point``), then blocks of ``sim.replicas`` replicas until its throughput's 95 % interval meets
-    ``sim.precision`` (``adsl.settings.Precision``)."""
-    found = search_point(ws, sim, point, models, taus)
+    ``sim.precision`` (``adsl.settings.Precision``); ``drawn``: see ``point_inputs``."""
+    found = search_point(ws, sim, point, models, taus, drawn)
     point, p = found.point, found.inputs
     runs = [found.result]
     blocks = max(1, sim.precision.max_replicas // sim.replicas)
@@ -463,6 +478,7 @@ def run_experiment(
     exp = ws.settings.simulation.experiments[name]
     models = {pair: {c: read_model(p) for c, p in model_paths[pair].items()} for pair in exp.pairs}
     chosen: dict[tuple, Configuration] = {}
+    drawn: dict = {}  # the streams of each (pair, batch, sequence length), drawn once for every system
 
     def configured(pt: Point) -> Point:
         """A point with a policy other than its system's own runs the configuration searched under the
@@ -473,11 +489,12 @@ def run_experiment(
         key = (pt.pair, pt.system, pt.batch, pt.draft_length, pt.seq_len)
         if key not in chosen:
             own = dataclasses.replace(pt, policy=None)
-            chosen[key] = search_point(ws, sim, own, models[pt.pair], (taus or {}).get(pt.pair)).point.configuration
+            found = search_point(ws, sim, own, models[pt.pair], (taus or {}).get(pt.pair), drawn)
+            chosen[key] = found.point.configuration
         return dataclasses.replace(pt, configuration=chosen[key])
 
     rows = [
-        run_point(ws, sim, configured(pt), models[pt.pair], (taus or {}).get(pt.pair)) | {"experiment": name}
+        run_point(ws, sim, configured(pt), models[pt.pair], (taus or {}).get(pt.pair), drawn) | {"experiment": name}
         for pt in progress(experiment_points(sim, exp), f"experiment {name}: configuration point")
     ]
     df = pd.DataFrame(rows)
