@@ -1,5 +1,5 @@
 """What a run is set up from (``adsl.sim.tables``, and the checks ``simulate_core`` makes before its loop):
-the pass tables and their dynamic-scheduler variants, the micro-batch decision, the prefill passes'
+the pass tables and their dynamic-scheduler variants, the micro-batch count, the prefill passes'
 costs and the input checks."""
 
 import dataclasses

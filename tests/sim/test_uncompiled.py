@@ -38,7 +38,7 @@ def _run(args, kw, plain=None):
     if plain is None:
         return core.simulate_core(*args, **kw)
     mp = pytest.MonkeyPatch()
-    try:  # the core, the micro-batch decision and the accounting call the uncompiled functions
+    try:  # the core, the pass tables and the accounting call the uncompiled functions
         mp.setattr(core, "loop", plain[0])
         mp.setattr(tables, "loop", plain[0])
         mp.setattr(result, "union_length", plain[1])
