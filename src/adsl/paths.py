@@ -7,6 +7,7 @@ from pathlib import Path
 
 TAU = "results/acceptance/tau.csv"
 HEADLINES = "data/paper_headlines.csv"  # committed: the paper's headline gains
+PAPER_SHAPES = "data/paper_shapes.csv"  # committed: ratios read off the paper's Figs. 12 and 3a
 AREA_COMPONENTS = "data/area_components.csv"  # committed: the paper's area figures
 
 

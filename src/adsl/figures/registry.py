@@ -64,6 +64,7 @@ from adsl.figures.open_loop import serving_latency_throughput
 from adsl.figures.policies import policies, policies_table, policy_gaps_table
 from adsl.figures.roofline import fig06_roofline, roofline_table
 from adsl.figures.serving import batching_static_vs_continuous, batching_table, layouts_table
+from adsl.figures.shapes import shape_decomposition_table
 from adsl.figures.timeline import timeline
 from adsl.figures.validation import anchors_table, validation_gpu
 from adsl.profiling.traces import profile_files
@@ -251,6 +252,19 @@ TABLES = [
         lambda s, committed: {
             "steps": [paths.attribution_step(i) for i in range(len(s.simulation.attribution))],
             "headlines": committed(paths.HEADLINES),
+        },
+        reads=("simulation",),
+    ),
+    TableSpec(
+        "shape_decomposition",
+        shape_decomposition_table,
+        "results/simulation/shape_decomposition.csv",
+        "simulation",
+        lambda s, committed: {
+            "main": paths.experiment("main"),
+            "fig03a": paths.experiment("fig03a"),
+            "steps": [paths.attribution_step(i) for i in range(len(s.simulation.attribution))],
+            "paper": committed(paths.PAPER_SHAPES),
         },
         reads=("simulation",),
     ),
