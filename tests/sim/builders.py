@@ -14,10 +14,18 @@ PIM_DRAFT = {"fc": "pim", "attention": "pim"}
 GPU = {"fc": "gpu", "attention": "gpu"}
 
 
+def overlapping(system):
+    """``system`` with NeuPIMs-style dual row buffers: GPU accesses and PIM compute on the same stacks
+    overlap (the hand-timed tests count on it; ``test_stacks.py`` checks the exclusive default)."""
+    if system.pim is None:
+        return system
+    return dataclasses.replace(system, pim=dataclasses.replace(system.pim, access="dual_row_buffer"))
+
+
 def setup(hw, system="saddle-tp", decoding="sd", d=4, mb=1, **kw):
-    """A Setup on ``system``: target attention in PIM where it has PIM, the draft placed like the target
-    unless ``draft_mapping`` says otherwise."""
-    s = hw.system(system)
+    """A Setup on ``system`` (with dual row buffers, ``overlapping``): target attention in PIM where it
+    has PIM, the draft placed like the target unless ``draft_mapping`` says otherwise."""
+    s = overlapping(hw.system(system))
     m = kw.pop("target_mapping", PIM if s.pim else GPU)
     return Setup("t", s, decoding, d if decoding == "sd" else 0, m, kw.pop("draft_mapping", m), MicroBatching(mb), **kw)
 

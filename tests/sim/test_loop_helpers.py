@@ -97,7 +97,7 @@ def test_gap_booking_is_first_fit_and_keeps_merged_sorted_intervals(requests):
 
 
 def test_the_prune_forgets_what_ended_by_now_every_pruneth_call_and_a_full_machine_stops():
-    mach = loop.machines(2, 1)
+    mach = loop.machines(2, 1, False)
     for s in (0.0, 2.0, 4.0, 6.0):
         loop._place(mach[0], mach[1], mach[2], 0, s, 1.0)
     loop._place(mach[0], mach[1], mach[2], 1, 0.0, 10.0)

@@ -44,6 +44,11 @@ class PIMSpec:
     buffer_read_pj_per_byte: float
     pj_per_flop: float
     static_power_w: float  # background (standby + refresh) power of one stack
+    access: str = "exclusive"  # exclusive | dual_row_buffer: may normal (GPU) accesses overlap PIM compute
+
+    @property
+    def exclusive(self) -> bool:
+        return self.access == "exclusive"
 
     @property
     def kappa(self) -> float:
@@ -87,6 +92,12 @@ class SystemSpec:
     @property
     def stacks(self) -> int:
         return self.gpus * self.stacks_per_gpu
+
+    @property
+    def shared_stacks(self) -> bool:
+        """Whether a device's GPU work and its stacks' PIM compute take turns: the GPU reads its weights
+        from the stacks and they serve no normal access while computing (``PIMSpec.access``)."""
+        return self.weights_in == "pim" and self.pim is not None and self.pim.exclusive
 
     @property
     def weight_bw_bytes_s(self) -> float:

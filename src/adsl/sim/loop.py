@@ -179,22 +179,23 @@ def advance(mach, now):
 def run_pass(mach, release, seg_m, seg_d, nseg, per_stage, kind, logs):
     """Book segments in order from ``release``: (start of the first, end of the last). ``mach[5][0]``
     afterwards holds when the pass cleared the first pipeline stage."""
-    st, en, cnt, busy, first_stage = mach[0], mach[1], mach[2], mach[3], mach[5]
+    st, en, cnt, busy, first_stage, rows = mach[0], mach[1], mach[2], mach[3], mach[5], mach[8]
     t = release
     start = NONE
     have_start = False
     first_stage[0] = release
     for j in range(nseg):
         m, dur = seg_m[j], seg_d[j]
-        n = cnt[m]
-        if n == 0 or en[m, n - 1] < t:  # after everything booked on the machine: the common case
-            _insert(st, en, cnt, m, n, t, t + dur)
+        r = rows[m]  # the busy intervals it books into (shared stacks: its stage's GPU's)
+        n = cnt[r]
+        if n == 0 or en[r, n - 1] < t:  # after everything booked on the machine: the common case
+            _insert(st, en, cnt, r, n, t, t + dur)
             s = t
-        elif en[m, n - 1] == t:
-            en[m, n - 1] = t + dur
+        elif en[r, n - 1] == t:
+            en[r, n - 1] = t + dur
             s = t
         else:
-            s = _place(st, en, cnt, m, t, dur)
+            s = _place(st, en, cnt, r, t, dur)
         if not have_start:
             start, have_start = s, True
         t = s + dur
@@ -243,7 +244,7 @@ def new_logs(rows: tuple[int, ...]) -> tuple:
 def _issue(mach, lay, logs, kind, release, g, p):
     """Book a job of GPU + link ``g`` and PIM ``p`` seconds (a replicated draft: on every stage at once);
     returns (job index, end). Its passes are logged by the caller."""
-    stages, pim, per_stage, everywhere = lay
+    stages, pim, per_stage, everywhere, _ = lay
     seg_m, seg_d = mach[6], mach[7]
     if everywhere and stages > 1 and (kind == DRAFT or kind == EAGER):
         start, end = np.inf, -np.inf
@@ -908,9 +909,15 @@ def async_pool(d, capacity, complete, with_prefill, mach, lay, tab, logs, counts
 
 # -- one replica --------------------------------------------------------------------------------------
 @njit(cache=True)
-def machines(n_machines, stages):
+def machines(n_machines, stages, shared):
     """Empty machines: busy intervals (starts, ends, counts), busy seconds, events seen, the last pass's
-    first-stage end, and the segment buffers of one pass."""
+    first-stage end, the segment buffers of one pass, and the row of busy intervals each machine books
+    into: its own, or with ``shared`` stacks (a stage's GPU and PIM machines, ``SystemSpec.shared_stacks``)
+    its stage's GPU row, so the two take turns while each keeps its own busy seconds and timeline."""
+    rows = np.arange(n_machines)
+    if shared and n_machines == 2 * stages:
+        for s in range(stages):
+            rows[2 * s + 1] = 2 * s
     return (
         np.zeros((n_machines, CAPACITY)),
         np.zeros((n_machines, CAPACITY)),
@@ -920,6 +927,7 @@ def machines(n_machines, stages):
         np.zeros(1),
         np.empty(4 * CHUNKS * stages, np.int64),
         np.empty(4 * CHUNKS * stages),
+        rows,
     )
 
 
@@ -932,7 +940,7 @@ def run_replica(mode, d, capacity, complete, with_prefill, logs, tab, lay, n_mac
     confidences, later confidences); micro-batches are slots ``starts[i]..stops[i]``. Returns the
     counters and the per-request times (admitted, first token, done)."""
     n_req = rq[1].size
-    mach = machines(n_machines, lay[0])
+    mach = machines(n_machines, lay[0], lay[4])
     counts = np.zeros(9, np.int64)  # draft FC on PIM, draft passes, attention on PIM, verify passes, pool stats
     times = (np.full(n_req, np.nan), np.full(n_req, np.nan), np.full(n_req, np.nan))
     if rq[3]:  # open loop: slots start empty; requests enter as they arrive

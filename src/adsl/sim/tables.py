@@ -142,5 +142,6 @@ class PassTables:
 
 
 def layout_tuple(setup: Setup, layout: Layout) -> tuple:
-    """(stages, PIM machines, machines per stage, replicated draft) as ``loop.run_replica`` takes them."""
-    return (layout.stages, layout.pim, layout.machines_per_stage, setup.draft_copies > 1)
+    """(stages, PIM machines, machines per stage, replicated draft, shared stacks) as ``loop.run_replica``
+    takes them."""
+    return (layout.stages, layout.pim, layout.machines_per_stage, setup.draft_copies > 1, setup.system.shared_stacks)

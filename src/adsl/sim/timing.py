@@ -56,7 +56,7 @@ def _split_pass(model, system, n_req, q, ctx, mapping, micro_batching: MicroBatc
     s = system.pipeline_stages
     if s > 1:
         time = (m + s - 1) / s * total
-    elif micro_batching.overlap:
+    elif micro_batching.overlap and not system.shared_stacks:  # shared stacks: GPU and PIM take turns
         gpu = dev.get("gpu", 0.0) + dev.get("link", 0.0)
         pim = dev.get("pim", 0.0)
         time = np.where(m > 1, np.maximum(m * gpu, m * pim) + np.minimum(gpu, pim), total)
