@@ -118,7 +118,8 @@ def simulate_core(
             raise SimError("open loop needs serving slots and sorted arrival times of shape (replicas, requests)")
         if setup.pool_tokens and not setup.eager:
             raise SimError(f"{setup.name}: open-loop serving runs on the asynchronous pool only")
-    tables = tables or pass_tables(setup, pair, w, serving)
+    if tables is None:
+        tables = pass_tables(setup, pair, w, serving)
     layout = Layout.of(setup.system)
     mb = max(1, setup.micro_batching.micro_batches)  # a knob of the search (adsl.sim.search)
     edges = np.linspace(0, slots, max(1, min(mb, slots)) + 1).round().astype(np.int64)

@@ -352,12 +352,19 @@ def search_point(ws, sim: SimulationSettings, point: Point, models: dict, taus=N
 
 
 def run_point(
-    ws, sim: SimulationSettings, point: Point, models: dict, taus: dict[str, float] | None = None, drawn=None
+    ws,
+    sim: SimulationSettings,
+    point: Point,
+    models: dict,
+    taus: dict[str, float] | None = None,
+    drawn=None,
+    found: Searched | None = None,
 ) -> dict:
     """One configuration point simulated under ``sim``, as a table row: the search's configuration
-    (``search_point``), then blocks of ``sim.replicas`` replicas until its throughput's 95 % interval meets
-    ``sim.precision`` (``adsl.settings.Precision``); ``drawn``: see ``point_inputs``."""
-    found = search_point(ws, sim, point, models, taus, drawn)
+    (``search_point``, or ``found`` where the caller already ran it), then blocks of ``sim.replicas``
+    replicas until its throughput's 95 % interval meets ``sim.precision`` (``adsl.settings.Precision``);
+    ``drawn``: see ``point_inputs``."""
+    found = found or search_point(ws, sim, point, models, taus, drawn)
     point, p = found.point, found.inputs
     runs = [found.result]
     blocks = max(1, sim.precision.max_replicas // sim.replicas)
@@ -477,26 +484,33 @@ def run_experiment(
     sim = ws.settings.simulation.for_experiment(name)
     exp = ws.settings.simulation.experiments[name]
     models = {pair: {c: read_model(p) for c, p in model_paths[pair].items()} for pair in exp.pairs}
-    chosen: dict[tuple, Configuration] = {}
     drawn: dict = {}  # the streams of each (pair, batch, sequence length), drawn once for every system
+    # the search of the current (pair, system, batch, d, sequence length): the points of its policies
+    # follow one another (``experiment_points``)
+    last: dict[tuple, Searched] = {}
 
-    def configured(pt: Point) -> Point:
-        """A point with a policy other than its system's own runs the configuration searched under the
-        system's own policy (the zoo compares policies on one configured system)."""
+    def configured(pt: Point) -> tuple[Point, Searched | None]:
+        """A point of the policy zoo runs the configuration searched once under its system's own policy
+        (the zoo compares policies on one configured system): the own policy's point is that search's,
+        the others run its configuration."""
         entry = SYSTEMS.get(pt.system)
-        if pt.policy is None or entry is None or pt.policy == entry.policy:
-            return pt
+        if pt.policy is None or entry is None:
+            return pt, None
         key = (pt.pair, pt.system, pt.batch, pt.draft_length, pt.seq_len)
-        if key not in chosen:
+        if key not in last:
+            last.clear()
             own = dataclasses.replace(pt, policy=None)
-            found = search_point(ws, sim, own, models[pt.pair], (taus or {}).get(pt.pair), drawn)
-            chosen[key] = found.point.configuration
-        return dataclasses.replace(pt, configuration=chosen[key])
+            last[key] = search_point(ws, sim, own, models[pt.pair], (taus or {}).get(pt.pair), drawn)
+        found = last[key]
+        if pt.policy == entry.policy:
+            return pt, dataclasses.replace(found, point=dataclasses.replace(found.point, policy=pt.policy))
+        return dataclasses.replace(pt, configuration=found.point.configuration), None
 
-    rows = [
-        run_point(ws, sim, configured(pt), models[pt.pair], (taus or {}).get(pt.pair), drawn) | {"experiment": name}
-        for pt in progress(experiment_points(sim, exp), f"experiment {name}: configuration point")
-    ]
+    rows = []
+    for pt in progress(experiment_points(sim, exp), f"experiment {name}: configuration point"):
+        pt, found = configured(pt)
+        row = run_point(ws, sim, pt, models[pt.pair], (taus or {}).get(pt.pair), drawn, found)
+        rows.append(row | {"experiment": name})
     df = pd.DataFrame(rows)
     # AD rows do not depend on d: keep one per (pair, system, batch, seq_len)
     keys = ["pair", "system", "batch", "draft_length", "seq_len", "policy"]
