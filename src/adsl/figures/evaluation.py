@@ -225,4 +225,9 @@ def fig19_scheduler(ws: Workspace, df: pd.DataFrame):
     sns.barplot(data=df, x="pair", y="speedup_vs_static", hue="scheduler", hue_order=["static", "dynamic"], ax=b)
     b.axhline(1.0, color="0.3", lw=0.8, ls="--")
     b.set(xlabel="", ylabel="Throughput (norm. to static)", title="Scheduler effect, batch 64")
+    # one legend for both panels, above them and off the bars
+    handles, labels = a.get_legend_handles_labels()
+    a.get_legend().remove()
+    b.get_legend().remove()
+    fig.legend(handles, labels, title="scheduler", loc="lower center", ncol=2, bbox_to_anchor=(0.5, 1.0))
     return fig, df
