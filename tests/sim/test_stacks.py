@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from builders import inputs, pim_sd, pooled
 
+from adsl.settings import Continuous
 from adsl.sim.core import simulate_core
 from adsl.sim.timing import batch_pass
 from adsl.sim.workload import Workload
@@ -56,3 +57,29 @@ def test_sub_batch_overlap_inside_a_pass_needs_dual_row_buffers(models, hw):
     one = batch_pass(pair.target, s, 32, 1, 2048.0, mapping, dataclasses.replace(mb, micro_batches=1))
     assert t["exclusive"] == pytest.approx(2 * float(one.time_s), rel=1e-12)
     assert t["dual_row_buffer"] < t["exclusive"]
+
+
+def _drafting_during_prefill(timeline) -> float:
+    """Seconds of draft jobs inside prefill jobs."""
+    pre = [(s, e) for k, s, e in timeline["jobs"] if k == "prefill"]
+    return sum(max(0.0, min(e1, e2) - max(s1, s2)) for k, s1, e1 in timeline["jobs"] if k == "draft" for s2, e2 in pre)
+
+
+def test_a_prefill_holds_back_only_its_own_requests_drafting_where_the_drafter_is_free(models, hw):
+    """SADDLE-s drafting in PIM (one copy of the draft per device) under continuous batching: with dual row buffers the PIM is free while the
+    GPU prefills admitted requests, so the requests already running draft during the prefill (the admitted
+    ones after it); with exclusive stacks the PIM waits for the GPU's prefill, so no draft runs during one.
+    Every request emits its output either way."""
+    pair = models.pair("OPT-66B")
+    conf, later, acc, out, lengths = inputs(5, 1, 24)
+    w = Workload(np.full(out.shape, 64.0), out, acc, lengths, conf, later)
+    s = pooled(hw, eager=True, mb=1, pool=64)
+    s = dataclasses.replace(s, draft_copies=s.system.gpus, draft_placement="replicated")  # no all-reduce: PIM only
+    runs = {
+        a: simulate_core(_with_access(s, a), pair, w, Continuous(6, 3, prefill=True), timelines=True)
+        for a in ("exclusive", "dual_row_buffer")
+    }
+    assert _drafting_during_prefill(runs["dual_row_buffer"].timelines[0]) > 0.0
+    assert _drafting_during_prefill(runs["exclusive"].timelines[0]) == 0.0
+    for r in runs.values():
+        assert r.window["total_tokens"][0] == out.sum()

@@ -679,12 +679,14 @@ def pooled_verify(mach, lay, tab, logs, counts, release, sel, ctx, lv):
 @njit(cache=True)
 def sequential_pool(d, capacity, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, starts, stops):
     """SADDLE-p: every micro-batch drafts, one pooled pass verifies them all, again. A full pool cuts
-    drafts short: the C tokens most likely to pass are drafted, the others are not."""
+    drafts short: the C tokens most likely to pass are drafted, the others are not. A micro-batch drafts
+    once its own requests are prefilled, the others without waiting for it."""
     cur, pos, left, ctx = slots[0], slots[1], slots[2], slots[3]
     runs = rq[4]
     n_slots = cur.size
     last = rq[1].size - 1
     t = 0.0
+    release = np.zeros(starts.size)  # when each micro-batch may draft again
     while True:
         busy = False
         for s in range(n_slots):
@@ -702,7 +704,7 @@ def sequential_pool(d, capacity, with_prefill, mach, lay, tab, logs, counts, tim
         ready = t
         for i in range(starts.size):
             a, b = starts[i], stops[i]
-            ready = max(ready, draft_chain(mach, lay, tab, logs, counts, DRAFT, t, lv[a:b], ctx[a:b], 0.0))
+            ready = max(ready, draft_chain(mach, lay, tab, logs, counts, DRAFT, release[i], lv[a:b], ctx[a:b], 0.0))
         end, n = pooled_verify(mach, lay, tab, logs, counts, ready, act, ctx, lv)
         _round(logs, end, n, lv.sum())
         t = end
@@ -718,7 +720,7 @@ def sequential_pool(d, capacity, with_prefill, mach, lay, tab, logs, counts, tim
                     left[s] -= emitted[s - a]
                     ctx[s] += emitted[s - a]
                     pos[s] += acc + 1
-            t = max(t, settle(mach, lay, tab, logs, times, rq, slots, a, b, end, emitted, verified, with_prefill))
+            release[i] = settle(mach, lay, tab, logs, times, rq, slots, a, b, end, emitted, verified, with_prefill)
 
 
 @njit(cache=True)
@@ -740,9 +742,11 @@ def _chains(mach, lay, tab, logs, counts, kind, lengths, ctx, release, starts, s
 
 
 @njit(cache=True)
-def draft_fresh(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, releases):
+def draft_fresh(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, releases, late):
     """Slots ``sel`` without a kept eager entry draft a fresh one (released per slot at ``releases``; a
-    micro-batch's chain starts when its last drafting slot is released)."""
+    micro-batch's chain starts when its last drafting slot is released). Slots ``late`` (requests admitted
+    with a prefill) draft in a chain of their own after the rest of their micro-batch's, so a prefill does
+    not hold back the drafting of requests already running."""
     cur, pos, left, ctx, held = slots[0], slots[1], slots[2], slots[3], slots[4]
     ready, offered, full = pool[0], pool[1], pool[2]
     lengths = rq[7]
@@ -761,19 +765,26 @@ def draft_fresh(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops,
         any_draft |= fresh[s] > 0
     if not any_draft:
         return
-    start = np.full(starts.size, -np.inf)
     first, tokens = np.inf, 0
-    for i in range(starts.size):
-        for s in range(starts[i], stops[i]):
-            if fresh[s] > 0:
-                start[i] = max(start[i], releases[s])
-                first = min(first, releases[s])
-                tokens += fresh[s]
     ends = np.empty(n_slots)
-    _chains(mach, lay, tab, logs, counts, DRAFT, fresh, ctx + 0.0, start, starts, stops, ends)
-    for s in range(n_slots):
-        if fresh[s] > 0:
-            ready[s] = ends[s]
+    for part in range(2):  # the slots released with the others, then those admitted with a prefill
+        part_lengths = np.zeros(n_slots, np.int64)
+        start = np.full(starts.size, -np.inf)
+        some = False
+        for i in range(starts.size):
+            for s in range(starts[i], stops[i]):
+                if fresh[s] > 0 and late[s] == (part == 1):
+                    part_lengths[s] = fresh[s]
+                    start[i] = max(start[i], releases[s])
+                    first = min(first, releases[s])
+                    tokens += fresh[s]
+                    some = True
+        if not some:
+            continue
+        _chains(mach, lay, tab, logs, counts, DRAFT, part_lengths, ctx + 0.0, start, starts, stops, ends)
+        for s in range(n_slots):
+            if part_lengths[s] > 0:
+                ready[s] = ends[s]
     _round(logs, first, 0, tokens)
 
 
@@ -789,7 +800,20 @@ def _refill(d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, poo
             admitted = admit(rq, slots, idle, now)
             t = start_requests(mach, lay, tab, logs, times, slots, admitted, now, with_prefill)
             draft_fresh(
-                d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, admitted, np.full(left.size, t)
+                d,
+                mach,
+                lay,
+                tab,
+                logs,
+                counts,
+                rq,
+                slots,
+                pool,
+                starts,
+                stops,
+                admitted,
+                np.full(left.size, t),
+                np.zeros(left.size, np.bool_),
             )
         if (left > 0).any():
             return now
@@ -797,6 +821,18 @@ def _refill(d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, poo
         if nxt == NONE:
             return NONE
         now = max(now, nxt)
+
+
+@njit(cache=True, inline="always")
+def _drafter_idle(mach, lay, tab, n, ctx, t):
+    """Whether the machine a draft pass of ``n`` requests at context ``ctx`` starts on (the first stage's GPU,
+    or its PIM where the pass has no GPU part) is idle at ``t``. With shared stacks (``exclusive``) the PIM
+    books into its GPU's row, which a prefill keeps busy."""
+    st, en, cnt, rows = mach[0], mach[1], mach[2], mach[8]
+    _, g, _ = draft_pass(tab[0], tab[1], n, ctx, tab[8])
+    r = rows[0 if g > 0 or not lay[1] else 1]
+    k = _bisect_right(en[r], cnt[r], t)
+    return k >= cnt[r] or st[r, k] > t
 
 
 @njit(cache=True)
@@ -858,9 +894,23 @@ def _finish(d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, poo
         free[s] = sel[s] and left[s] == 0
     _event(logs, end, float(tokens), completed)
     t = end
+    late = np.zeros(n_slots, np.bool_)
     if free.any() and waiting(rq, slots, end):
-        t = start_requests(mach, lay, tab, logs, times, slots, admit(rq, slots, free, end), end, with_prefill)
-    draft_fresh(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, np.maximum(t, eager_end))
+        admitted = admit(rq, slots, free, end)
+        t = start_requests(mach, lay, tab, logs, times, slots, admitted, end, with_prefill)
+        n, total = ZERO, 0.0
+        for s in range(n_slots):
+            if sel[s] and not admitted[s] and left[s] > 0:
+                n += 1
+                total += ctx[s]
+        if t > end and n and _drafter_idle(mach, lay, tab, n, total / n, end):  # they draft during the prefill
+            late = admitted
+    releases = np.maximum(t, eager_end)
+    if late.any():  # the others from the verification's end
+        for s in range(n_slots):
+            if not late[s]:
+                releases[s] = max(end, eager_end[s])
+    draft_fresh(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, releases, late)
 
 
 @njit(cache=True)
@@ -874,7 +924,20 @@ def async_pool(d, capacity, complete, with_prefill, mach, lay, tab, logs, counts
     pool = (np.zeros(n_slots), np.zeros(n_slots, np.int64), np.zeros(n_slots, np.int64))  # ready, offered, full
     ready, offered = pool[0], pool[1]
     draft_fresh(
-        d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, np.ones(n_slots, np.bool_), np.zeros(n_slots)
+        d,
+        mach,
+        lay,
+        tab,
+        logs,
+        counts,
+        rq,
+        slots,
+        pool,
+        starts,
+        stops,
+        np.ones(n_slots, np.bool_),
+        np.zeros(n_slots),
+        np.zeros(n_slots, np.bool_),
     )
     verifier_free = 0.0
     while True:
