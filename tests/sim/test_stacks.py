@@ -66,10 +66,10 @@ def _drafting_during_prefill(timeline) -> float:
 
 
 def test_a_prefill_holds_back_only_its_own_requests_drafting_where_the_drafter_is_free(models, hw):
-    """SADDLE-s drafting in PIM (one copy of the draft per device) under continuous batching: with dual row buffers the PIM is free while the
-    GPU prefills admitted requests, so the requests already running draft during the prefill (the admitted
-    ones after it); with exclusive stacks the PIM waits for the GPU's prefill, so no draft runs during one.
-    Every request emits its output either way."""
+    """SADDLE-s drafting in PIM (one copy of the draft per device), continuous batching: with dual row
+    buffers the PIM is free while the GPU prefills admitted requests, so the requests already running
+    draft during the prefill (the admitted ones after it); with exclusive stacks the PIM waits for the
+    GPU's prefill, so no draft runs during one. Every request emits its output either way."""
     pair = models.pair("OPT-66B")
     conf, later, acc, out, lengths = inputs(5, 1, 24)
     w = Workload(np.full(out.shape, 64.0), out, acc, lengths, conf, later)
