@@ -352,6 +352,7 @@ class SimulationSettings:
     draft_split: str
     micro_batch_verification: bool
     static_power: bool
+    controller_step_s: float
     tau_light_load: LightLoad
     systems: SystemChoice
     policies: PolicySettings
@@ -385,6 +386,7 @@ class SimulationSettings:
             draft_split=sim["draft_split"],
             micro_batch_verification=sim["micro_batch_verification"],
             static_power=sim["static_power"],
+            controller_step_s=sim["controller_step_s"],
             tau_light_load=LightLoad(**sim["tau_light_load"]),
             systems=SystemChoice(**{k: sys[k] for k in roles}, micro_batching=_frozen(micro)),
             policies=PolicySettings(**sim["policies"]),

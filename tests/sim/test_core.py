@@ -16,7 +16,7 @@ from adsl.sim.result import union_length
 from adsl.sim.setup import SimError
 from adsl.sim.tables import Layout, PassTables
 from adsl.sim.workload import Workload
-from tests.sim.builders import GPU, PIM_DRAFT, logged, pim_sd, pooled, setup, streams
+from tests.sim.builders import GPU, PIM_DRAFT, inputs, logged, pim_sd, pooled, setup, streams
 
 PAIR = "OPT-66B"
 CASES = [
@@ -366,3 +366,28 @@ def test_free_drafting_reaches_the_verification_only_bound(models, hw, monkeypat
         assert res.time_s[0] == pytest.approx(res.stage_s["verify"][0], rel=1e-9)
         assert res.stage_s["draft"][0] == 0.0 and res.drafted[0] > 0
         np.testing.assert_array_equal(res.tokens, out.sum(axis=1))
+
+
+@pytest.mark.parametrize("on_pim", [True, False])
+def test_the_controller_adds_its_decision_to_every_draft_step_of_a_per_token_policy(models, hw, monkeypatch, on_pim):
+    """One micro-batch drafting then verifying in turn, a static batch: with the Controller's decision
+    charged, the run is longer by exactly that time per draft step (draft in PIM or on the GPU); a fixed
+    draft length (no per-token decision) pays nothing; the tokens and passes are the same."""
+    pair = models.pair(PAIR)
+    conf, later, acc, out, lengths = inputs(4, 1, 8)
+    w = Workload(np.full(out.shape, 64.0), out, acc, lengths, conf, later)
+    mapping = {"fc": "pim", "attention": "pim"} if on_pim else {"fc": "gpu", "attention": "gpu"}
+    base = dataclasses.replace(setup(hw, d=4, draft_mapping=mapping), policy="running_product")
+    step = 2.5e-5
+    free, _, reps = logged(monkeypatch, base, pair, w)
+    paid = simulate_core(dataclasses.replace(base, controller_step_s=step), pair, w)
+    steps = int((reps[0].pass_table == TABLES.index("draft")).sum())
+    assert steps > 0
+    assert paid.time_s[0] == pytest.approx(free.time_s[0] + step * steps, rel=1e-12)
+    np.testing.assert_array_equal(paid.tokens, free.tokens)
+    np.testing.assert_array_equal(paid.iterations, free.iterations)
+    fixed = dataclasses.replace(base, policy="fixed")
+    fixed_paid = simulate_core(
+        dataclasses.replace(fixed, controller_step_s=step), pair, Workload(w.prompt_len, out, acc)
+    )
+    assert fixed_paid.time_s[0] == simulate_core(fixed, pair, Workload(w.prompt_len, out, acc)).time_s[0]

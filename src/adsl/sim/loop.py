@@ -244,7 +244,7 @@ def new_logs(rows: tuple[int, ...]) -> tuple:
 def _issue(mach, lay, logs, kind, release, g, p):
     """Book a job of GPU + link ``g`` and PIM ``p`` seconds (a replicated draft: on every stage at once);
     returns (job index, end). Its passes are logged by the caller."""
-    stages, pim, per_stage, everywhere, _ = lay
+    stages, pim, per_stage, everywhere = lay[0], lay[1], lay[2], lay[3]
     seg_m, seg_d = mach[6], mach[7]
     if everywhere and stages > 1 and (kind == DRAFT or kind == EAGER):
         start, end = np.inf, -np.inf
@@ -303,6 +303,11 @@ def draft_chain(mach, lay, tab, logs, counts, kind, release, lengths, ctx, offse
         g_s += g
         p_s += p
         on_pim += fc_on_pim[v]
+    # the Controller's decision after each step (running product vs tau), on the PIM where the draft uses it
+    if p_s > 0:
+        p_s += lay[5] * k
+    else:
+        g_s += lay[5] * k
     counts[0] += on_pim
     counts[1] += k
     job, end = _issue(mach, lay, logs, kind, release, g_s, p_s)

@@ -44,6 +44,7 @@ class Setup:
     draft_placement: str = "tensor_parallel"  # the name of that choice, for reports
     draft_split: str | None = None  # micro-batch split of draft passes; None: as ``micro_batching.split``
     static_power: bool = False  # charge the system's static (board idle + stack background) power
+    controller_step_s: float = 0.0  # the Controller's decision per draft step (policies deciding per token)
 
     @property
     def draft_micro_batching(self) -> MicroBatching:

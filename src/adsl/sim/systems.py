@@ -32,6 +32,7 @@ class Deployment:
     draft_split: str = "inherit"  # micro-batch split of draft passes: best | always | inherit (as the verification's)
     micro_batch_verification: bool = True  # SpecPIM-style systems verify each micro-batch on its own
     static_power: bool = False
+    controller_step_s: float = 0.0  # the Controller's decision per draft step (adsl.sim.tables.NO_CONTROLLER)
     pool_trigger: str = "complete"  # when SADDLE's Shared Pool is verified: idle | complete
     micro_batches: int | None = None  # micro-batches (Draft Generators with a pool); None: the system's count
 
@@ -49,6 +50,7 @@ class Deployment:
             draft_split=sim.draft_split,
             micro_batch_verification=sim.micro_batch_verification,
             static_power=sim.static_power,
+            controller_step_s=sim.controller_step_s,
             pool_trigger=sim.pool_trigger,
         )
 
@@ -214,7 +216,9 @@ def build(name: str, dep: Deployment) -> Setup:
     if name not in SYSTEMS:
         raise KeyError(f"unknown system {name!r}; known: {sorted(SYSTEMS)}")
     entry = SYSTEMS[name]
-    setup = dataclasses.replace(entry.build(dep), static_power=dep.static_power)
+    setup = dataclasses.replace(
+        entry.build(dep), static_power=dep.static_power, controller_step_s=dep.controller_step_s
+    )
     if setup.policy != entry.policy:
         raise ValueError(f"{name}: registered with policy {entry.policy!r} but builds {setup.policy!r}")
     if setup.decoding != "sd":

@@ -141,7 +141,19 @@ class PassTables:
         return (dg, dp, vg, vp, decg, decp, pg, pp, float(CTX_STEP), fc_on_pim, attn_on_pim)
 
 
+# draft-length policies that decide per batch, not per drafted token: no Controller on the draft's path
+NO_CONTROLLER = ("fixed", "batch_schedule")
+
+
 def layout_tuple(setup: Setup, layout: Layout) -> tuple:
-    """(stages, PIM machines, machines per stage, replicated draft, shared stacks) as ``loop.run_replica``
-    takes them."""
-    return (layout.stages, layout.pim, layout.machines_per_stage, setup.draft_copies > 1, setup.system.shared_stacks)
+    """(stages, PIM machines, machines per stage, replicated draft, shared stacks, the Controller's seconds
+    per draft step) as ``loop.run_replica`` takes them."""
+    ctrl = 0.0 if setup.policy in NO_CONTROLLER else float(setup.controller_step_s)
+    return (
+        layout.stages,
+        layout.pim,
+        layout.machines_per_stage,
+        setup.draft_copies > 1,
+        setup.system.shared_stacks,
+        ctrl,
+    )
