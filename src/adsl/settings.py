@@ -226,7 +226,9 @@ class SystemChoice:
 
 @dataclass(frozen=True)
 class LightLoad:
-    batch_at_most: int
+    """The Controller lowers tau to ``factor`` x tau while at most ``active_at_most`` requests are in flight."""
+
+    active_at_most: int
     factor: float
 
 

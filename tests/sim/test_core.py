@@ -391,3 +391,23 @@ def test_the_controller_adds_its_decision_to_every_draft_step_of_a_per_token_pol
         dataclasses.replace(fixed, controller_step_s=step), pair, Workload(w.prompt_len, out, acc)
     )
     assert fixed_paid.time_s[0] == simulate_core(fixed, pair, Workload(w.prompt_len, out, acc)).time_s[0]
+
+
+def test_lengths_under_a_lowered_tau_are_in_force_only_while_few_requests_are_in_flight(models, hw):
+    """SADDLE-s, a static batch of 8: lengths for light load in force at any load (at most 8 in flight) are
+    the run with those lengths; never in force (0), the run without them; in force from 4 in flight on, in
+    between (the batch drains from 8 requests)."""
+    pair = models.pair(PAIR)
+    conf, later, acc, out, lengths = inputs(6, 1, 8)
+    s = pooled(hw, eager=True, mb=1, pool=64)
+    w = Workload(np.full(out.shape, 64.0), out, acc, lengths, conf, later)
+    longer = np.minimum(lengths + 3, 12)
+    plain = simulate_core(s, pair, w)
+    runs = {k: simulate_core(s, pair, dataclasses.replace(w, light_lengths=longer, light_at_most=k)) for k in (0, 4, 8)}
+    swapped = simulate_core(s, pair, dataclasses.replace(w, draft_lengths=longer))
+    for field in ("time_s", "drafted", "iterations"):
+        np.testing.assert_array_equal(getattr(runs[0], field), getattr(plain, field), err_msg=field)
+        np.testing.assert_array_equal(getattr(runs[8], field), getattr(swapped, field), err_msg=field)
+    assert plain.drafted[0] < runs[4].drafted[0] < runs[8].drafted[0]
+    with pytest.raises(SimError, match="light_lengths"):
+        simulate_core(s, pair, dataclasses.replace(w, draft_lengths=None, light_lengths=longer, light_at_most=8))

@@ -38,6 +38,7 @@ from adsl.figures.breakdown import (
     paper_comparison_table,
 )
 from adsl.figures.evaluation import (
+    LIGHT_EXPERIMENT,
     fig12_table,
     fig12_throughput,
     fig13_energy,
@@ -200,7 +201,17 @@ TABLES = [
     TableSpec("fig13", fig13_table, "results/simulation/fig13.csv", "simulation", _experiment("main")),
     TableSpec("fig14", fig14_table, "results/simulation/fig14.csv", "simulation", _experiment("ablation")),
     TableSpec("fig15a", fig15a_table, "results/simulation/fig15a.csv", "simulation", _experiment("seqlen")),
-    TableSpec("fig15b", fig15b_table, "results/simulation/fig15b.csv", "simulation", _experiment("small_batch")),
+    TableSpec(
+        "fig15b",
+        fig15b_table,
+        "results/simulation/fig15b.csv",
+        "simulation",
+        lambda s, committed: {
+            "experiment": paths.experiment("small_batch"),
+            **({"light": paths.experiment(LIGHT_EXPERIMENT)} if LIGHT_EXPERIMENT in s.simulation.experiments else {}),
+        },
+        reads=("simulation",),
+    ),
     TableSpec("fig16", fig16_table, "results/simulation/fig16.csv", "simulation", _experiment("ablation")),
     TableSpec("fig17", fig17_table, "results/costmodel/fig17.csv", "costmodel", reads=("simulation", "catalogues")),
     TableSpec(

@@ -87,7 +87,7 @@ def simulate_core(
     this setup's costs, built once where several runs share them (setups that differ in the pool trigger)."""
     w = workload
     prompt, out, accept, draft_lengths, confidence = w.prompt_len, w.output_len, w.accept, w.draft_lengths, w.confidence
-    later, arrivals = w.confidence_later, w.arrivals
+    later, arrivals, light = w.confidence_later, w.arrivals, w.light_lengths
     x, n_req = out.shape
     slots = n_req if serving is None else serving.slots
     if slots > n_req and arrivals is None:  # open loop: slots wait empty for requests to arrive
@@ -103,9 +103,12 @@ def simulate_core(
         ("draft_lengths", draft_lengths),
         ("confidence", confidence),
         ("confidence_later", later),
+        ("light_lengths", light),
     ):
         if a is not None and (np.ndim(a) != 3 or np.shape(a)[:2] != (x, n_req) or np.shape(a)[2] < out.max() + d + 1):
             raise SimError(f"{name} must be (replicas, requests, >= {out.max() + d + 1}), got {np.shape(a)}")
+    if light is not None and draft_lengths is None:
+        raise SimError("light_lengths lower an adaptive rule's tau: they need draft_lengths")
     if draft_lengths is not None and (np.asarray(draft_lengths) < 0).any():
         raise SimError("draft_lengths must be >= 0 (0: no draft)")
     if setup.pool_tokens and setup.pool_tokens < slots + 1:
@@ -148,6 +151,8 @@ def simulate_core(
             draft_lengths is not None,
             np.zeros((1, 1)) if confidence is None else np.asarray(confidence[r], np.float64),
             np.zeros((1, 1)) if later is None else np.asarray(later[r], np.float64),
+            NO_ROWS if light is None else np.asarray(light[r], np.int64),
+            np.int64(w.light_at_most if light is not None else 0),
         )
         rows = log_rows(int(out[r].sum()), timelines)
         while True:  # a log that fills up stops the run: again with twice the rows (runs are deterministic)

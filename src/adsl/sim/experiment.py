@@ -106,11 +106,22 @@ class PointInputs:
     confidence_later: np.ndarray | None = None
     lengths: np.ndarray | None = None  # the adaptive rule's draft lengths
     memory: tuple[float, float] = (0.0, 0.0)  # (needed, available) bytes
+    light_lengths: np.ndarray | None = None  # under tau lowered for light load (Workload.light_lengths)
+    light_at_most: int = 0
 
     @property
     def workload(self) -> Workload:
         """The requests' arrays as the simulator takes them."""
-        return Workload(self.prompts, self.out, self.accept, self.lengths, self.confidence, self.confidence_later)
+        return Workload(
+            self.prompts,
+            self.out,
+            self.accept,
+            self.lengths,
+            self.confidence,
+            self.confidence_later,
+            light_lengths=self.light_lengths,
+            light_at_most=self.light_at_most,
+        )
 
 
 def point_setup(ws, sim: SimulationSettings, point: Point) -> Setup:
@@ -132,16 +143,6 @@ def point_requests(sim: SimulationSettings, point: Point) -> tuple[np.ndarray, n
     n = sim.batching.requests(point.batch)
     prompt = min(sim.prompt_len, point.seq_len - 1)
     return np.full((sim.replicas, n), float(prompt)), np.full((sim.replicas, n), point.seq_len - prompt)
-
-
-def point_taus(sim: SimulationSettings, taus: dict[str, float] | None, point: Point) -> dict[str, float]:
-    """Tau per category for an adaptive system at this point's batch (``tau_light_load``)."""
-    if taus is None:
-        raise ValueError(f"{point.system} drafts adaptively and needs tau per category (results/acceptance/tau.csv)")
-    light = sim.tau_light_load
-    if point.batch <= light.batch_at_most:  # lightly loaded: longer drafts use the idle parallelism
-        return {c: t * light.factor for c, t in taus.items()}
-    return dict(taus)
 
 
 def point_inputs(
@@ -180,9 +181,10 @@ def with_setup(ws, sim, point: Point, setup: Setup, prompts, out, streams, model
     """The point's inputs for ``setup`` over given requests and (confidence, later, accept) streams."""
     pair = ws.models.pair(point.pair)
     conf, later, acc = streams if setup.decoding == "sd" else (None, None, None)
-    lengths = None
+    lengths = light = None
     if setup.decoding == "sd" and (setup.policy != "fixed" or setup.pool_tokens):
         lengths = policy_lengths(ws, sim, point, setup, pair, models, taus, conf, later, acc, block)
+        light = light_lengths(ws, sim, point, setup, pair, models, taus, conf, later, acc, block)
     return PointInputs(
         setup,
         pair,
@@ -196,13 +198,15 @@ def with_setup(ws, sim, point: Point, setup: Setup, prompts, out, streams, model
         later,
         lengths,
         memory_need(setup, pair, point.batch, point.seq_len),
+        light,
+        sim.tau_light_load.active_at_most if light is not None else 0,
     )
 
 
 def first_replicas(p: PointInputs, k: int) -> PointInputs:
     """The inputs of the first ``k`` replicas only."""
     cut = lambda a: None if a is None else a[:k]  # noqa: E731
-    names = ("prompts", "out", "accept", "confidence", "confidence_later", "lengths")
+    names = ("prompts", "out", "accept", "confidence", "confidence_later", "lengths", "light_lengths")
     return dataclasses.replace(p, **{n: cut(getattr(p, n)) for n in names})
 
 
@@ -217,6 +221,23 @@ def policy_costs(setup: Setup, pair: Pair, batch: int, ctx: float) -> PolicyCost
     )
     t = lambda c: float(np.asarray(c.time_s))  # noqa: E731
     return PolicyCosts(t(v1) / batch, (t(d_pass) + t(v2) - t(v1)) / batch)
+
+
+def point_taus(taus: dict[str, float] | None, point: Point) -> dict[str, float]:
+    """Tau per category for an adaptive system."""
+    if taus is None:
+        raise ValueError(f"{point.system} drafts adaptively and needs tau per category (results/acceptance/tau.csv)")
+    return dict(taus)
+
+
+def light_lengths(ws, sim, point, setup, pair, models, taus, conf, later, acc, block: int = 0) -> np.ndarray | None:
+    """The running-product rule's draft lengths under tau lowered for light load (``tau_light_load``), or
+    None where tau is not lowered (factor 1, or a policy without tau)."""
+    light = sim.tau_light_load
+    if setup.policy != "running_product" or light.factor == 1.0 or light.active_at_most == 0:
+        return None
+    low = {c: t * light.factor for c, t in point_taus(taus, point).items()}
+    return policy_lengths(ws, sim, point, setup, pair, models, low, conf, later, acc, block)
 
 
 def policy_lengths(ws, sim, point, setup, pair, models, taus, conf, later, acc, block: int = 0) -> np.ndarray:
@@ -239,7 +260,7 @@ def policy_lengths(ws, sim, point, setup, pair, models, taus, conf, later, acc, 
         accept=acc if needs in ("oracle", "goodput") else None,
         accept_prob=predicted(models, categories, conf, later) if needs == "rejection_risk" else None,
         costs=policy_costs(setup, pair, point.batch, ctx),
-        taus=point_taus(sim, taus, point) if needs == "running_product" else {},
+        taus=point_taus(taus, point) if needs == "running_product" else {},
         boosts={c: continuation_boost(m) for c, m in models.items()},
         schedule=dict(sim.policies.schedule),
         prior={c: float(m.get("match_rate", 0.5)) for c, m in models.items()},

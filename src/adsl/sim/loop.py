@@ -463,13 +463,26 @@ def _pop(ht, hi, size):
     return t, i, size
 
 
+@njit(cache=True, inline="always")
+def length_table(rq, slots):
+    """The adaptive rule's draft lengths in force: under the lowered tau (``rq[11]``) while at most
+    ``rq[12]`` requests of the replica are in flight, else under tau."""
+    if rq[12] > 0:
+        active = 0
+        for s in range(slots[2].size):
+            active += slots[2][s] > 0
+        if active <= rq[12]:
+            return rq[11]
+    return rq[7]
+
+
 @njit(cache=True)
 def fresh_lengths(rq, slots, a, b, d, cap):
     """Draft length of slots a..b from where each request stands (0 for an idle slot)."""
     cur, pos, left = slots[0], slots[1], slots[2]
     out = np.zeros(b - a, np.int64)
     last = rq[1].size - 1
-    lengths, adaptive = rq[7], rq[8]
+    lengths, adaptive = length_table(rq, slots), rq[8]
     for s in range(a, b):
         if left[s] > 0:
             out[s - a] = min(lengths[min(cur[s], last), pos[s]], cap) if adaptive else d
@@ -754,7 +767,7 @@ def draft_fresh(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops,
     not hold back the drafting of requests already running."""
     cur, pos, left, ctx, held = slots[0], slots[1], slots[2], slots[3], slots[4]
     ready, offered, full = pool[0], pool[1], pool[2]
-    lengths = rq[7]
+    lengths = length_table(rq, slots)
     last = rq[1].size - 1
     n_slots = cur.size
     fresh = np.zeros(n_slots, np.int64)
@@ -1003,9 +1016,11 @@ def machines(n_machines, stages, shared):
 def run_replica(mode, d, capacity, complete, with_prefill, logs, tab, lay, n_machines, rq, n_slots, starts, stops):
     """One replica's run into ``logs`` (``new_logs``). ``tab``: cost tables (draft, verify, decode, prefill as
     flat arrays; context step; draft variants with FC on PIM; verify variants with attention on PIM);
-    ``lay``: (stages, PIM machines, machines per stage, replicated draft); ``rq``: the requests (prompt,
+    ``lay``: (stages, PIM machines, machines per stage, replicated draft, shared stacks, the Controller's
+    seconds per draft step); ``rq``: the requests (prompt,
     output, arrival, open loop, runs, flagged streams, continuing runs, draft lengths, adaptive,
-    confidences, later confidences); micro-batches are slots ``starts[i]..stops[i]``. Returns the
+    confidences, later confidences, draft lengths under a lowered tau, the in-flight requests at
+    most at which those are in force); micro-batches are slots ``starts[i]..stops[i]``. Returns the
     counters and the per-request times (admitted, first token, done)."""
     n_req = rq[1].size
     mach = machines(n_machines, lay[0], lay[4])

@@ -27,6 +27,7 @@ from adsl.sim.experiment import (
     STREAM_SLACK,
     Point,
     PointInputs,
+    light_lengths,
     point_setup,
     policy_lengths,
     request_streams,
@@ -139,16 +140,31 @@ def open_loop_inputs(ws, sim, point: Point, models, taus, prompt: np.ndarray, ou
     """The point's setup with streams (and draft lengths) for requests of these (replicas, N) lengths."""
     setup, pair = point_setup(ws, sim, point), ws.models.pair(point.pair)
     x, n = out.shape
-    acc = conf = later = lengths = None
+    acc = conf = later = lengths = light = None
     if setup.decoding == "sd":
         t = int(out.max()) + STREAM_SLACK + 1
         conf, later, acc = request_streams(models, list(sim.categories), x, n, t, ws.settings.seed + point.batch)
         if setup.policy != "fixed" or setup.pool_tokens:
             lengths = policy_lengths(ws, sim, point, setup, pair, models, taus, conf, later, acc)
+            light = light_lengths(ws, sim, point, setup, pair, models, taus, conf, later, acc)
     serving = Continuous(point.batch, 0, True)
     memory = memory_need(setup, pair, point.batch, point.seq_len)
+    at_most = sim.tau_light_load.active_at_most if light is not None else 0
     return PointInputs(
-        setup, pair, point.batch, point.seq_len, prompt.astype(float), out, serving, acc, conf, later, lengths, memory
+        setup,
+        pair,
+        point.batch,
+        point.seq_len,
+        prompt.astype(float),
+        out,
+        serving,
+        acc,
+        conf,
+        later,
+        lengths,
+        memory,
+        light,
+        at_most,
     )
 
 

@@ -17,7 +17,8 @@ class Workload:
     or FIRST / CONTINUED bit flags (``adsl.fitting.generator``); ``draft_lengths``: the adaptive rule's
     length of a draft starting at each position (for a pool: up to 2 d + 1); ``confidence`` /
     ``confidence_later``: a draft's first / later tokens' confidences, the pool's ranking (later: the
-    first's when None); ``arrivals`` (X, N), sorted: open-loop serving. Prompt and output lengths are
+    first's when None); ``arrivals`` (X, N), sorted: open-loop serving;
+    ``light_lengths``: as ``draft_lengths``, under a tau lowered for light load. Prompt and output lengths are
     checked and stored as float and int64 arrays; the rest is checked against the setup that runs it
     (``adsl.sim.core.simulate_core``)."""
 
@@ -28,6 +29,10 @@ class Workload:
     confidence: np.ndarray | None = None
     confidence_later: np.ndarray | None = None
     arrivals: np.ndarray | None = None
+    # the Controller's lowered tau: draft lengths under it, in force while at most ``light_at_most``
+    # requests of the replica are in flight (``simulation.tau_light_load``); None: tau stays
+    light_lengths: np.ndarray | None = None
+    light_at_most: int = 0
 
     def __post_init__(self):
         prompt, out = requests(self.prompt_len, self.output_len)
