@@ -67,7 +67,7 @@ from adsl.figures.roofline import fig06_roofline, roofline_table
 from adsl.figures.serving import batching_static_vs_continuous, batching_table, layouts_table
 from adsl.figures.shapes import shape_decomposition_table
 from adsl.figures.timeline import timeline
-from adsl.figures.validation import anchors_table, validation_gpu
+from adsl.figures.validation import anchors_table, sd_batch_validation, validation_gpu
 from adsl.profiling.traces import profile_files
 from adsl.settings import Settings
 from adsl.sim.openloop import serving_table
@@ -153,6 +153,14 @@ TABLES = [
         "results/costmodel/validation.csv",
         "acceptance",
         lambda s, committed: {"anchors": _anchors(s, committed), "measured": _measured(s)},
+        reads=("catalogues",),
+    ),
+    TableSpec(
+        "validation_sd_batch",
+        sd_batch_validation,
+        "results/costmodel/validation_sd_batch.csv",
+        "costmodel",
+        lambda s, committed: {"anchor": committed(f"{s.anchors_dir}/sd_batch.csv")},
         reads=("catalogues",),
     ),
     TableSpec(

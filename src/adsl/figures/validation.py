@@ -14,6 +14,7 @@ from adsl.fitting.modelfile import read_model
 from adsl.perf import anchors as anchor_rows
 from adsl.perf.hardware import HardwareCatalogue
 from adsl.perf.models import ModelCatalogue
+from adsl.sim.sd_batch import sd_batch_table
 from adsl.sim.spec_bench import spec_bench_rows
 from adsl.workspace import Workspace
 
@@ -55,6 +56,14 @@ def anchors_table(ws: Workspace, anchors: list[str] | None = None, measured: lis
     acceptance = [read_model(p) for p in measured] if measured else None
     folder = Path(anchors[0]).parent if anchors else ws.path(ws.settings.anchors_dir)
     return validation_table(folder, ws.models, ws.hardware, acceptance)
+
+
+def sd_batch_validation(ws: Workspace, anchor: str) -> pd.DataFrame:
+    """The speculative path at batch 8-64 against serving-engine measurements (``adsl.sim.sd_batch``)."""
+    path = Path(anchor)
+    if not path.is_file():
+        raise FileNotFoundError(f"anchor table missing: {path}")
+    return sd_batch_table(pd.read_csv(path), ws.models, ws.hardware)
 
 
 def validation_gpu(ws: Workspace, df: pd.DataFrame):
