@@ -27,7 +27,13 @@ def experiments(ws, tmp_path_factory):
             )
             paths.setdefault(pair, {})[c] = str(p)
         taus[pair] = dict.fromkeys(cats, 0.3)
-    exps = {"main": {"batches": [16, 64]}, "ablation": {"batches": [16, 64]}, "scheduler": {}}
+    exps = {
+        "main": {"batches": [16, 64]},
+        "ablation": {"batches": [16, 64]},
+        "scheduler": {},
+        "small_batch": {"batches": [2]},
+        "small_batch_light": {"batches": [2]},
+    }
     small = ws.with_overrides(
         simulation={"replicas": 1, "max_seq_len": 160, "max_seq_len_by_pair": {"OPT-175B": 160}, "experiments": exps}
     )
@@ -130,6 +136,21 @@ def test_paper_comparison_names_what_is_missing(ws, tmp_path):
     )
     with pytest.raises(ValueError, match=r"metric 'latency' unknown; known: \['energy_efficiency', 'throughput'\]"):
         compute_table("paper_comparison", ws, experiment=str(path), headlines=str(heads))
+
+
+def test_fig15b_shows_saddle_with_tau_lowered_under_light_load(experiments):
+    """Fig. 15b's sixth series: SADDLE from experiment small_batch_light (tau x 0.5 with at most 8
+    requests in flight), normalised to the same GPU-AD; its drafts are longer than SADDLE's."""
+    ws, exp = experiments
+    df = compute_table("fig15b", ws, experiment=str(exp["small_batch"]), light=str(exp["small_batch_light"]))
+    light = df[df.system == "SADDLE, tau lowered"]
+    assert len(light) == 1 and (light.tau_factor == 0.5).all()
+    assert (df[df.system != "SADDLE, tau lowered"].tau_factor == 1.0).all()
+    ad = df[df.system == "GPU-AD"].throughput_tok_s.iloc[0]
+    np.testing.assert_allclose(light.normalized, light.throughput_tok_s / ad)
+    plain, lowered = (pd.read_parquet(exp[n]) for n in ("small_batch", "small_batch_light"))
+    saddle = plain[plain.system == "SADDLE"]
+    assert lowered.mean_draft_length.iloc[0] > saddle.mean_draft_length.iloc[0]
 
 
 def test_area_table_reproduces_section_iv(ws):

@@ -1,5 +1,6 @@
 """The cost model against public measurements (sources in data/anchors/*.csv and the docstrings)."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -115,3 +116,22 @@ def test_spec_bench_level_is_fitted_and_the_speedup_predicted(ws):
     assert len(fit) == 3 and (fit.rel_error.abs() < 0.005).all()
     pred = out[out.metric == "speedup"]
     assert (pred.predicted > 1.0).all() and (pred.implied_step_overhead_ms > 0).all()
+
+
+def test_sd_batch_validation_predicts_every_public_point(ws):
+    """validation_sd_batch: at least 4 public measurements at batch >= 8, each predicted from its stated
+    acceptance (the simulated tokens per step match it) without reading the measured speedup."""
+    from adsl.sim.sd_batch import per_position, sd_batch_table
+
+    anchors = pd.read_csv(ws.path(ws.settings.anchors_dir) / "sd_batch.csv")
+    df = sd_batch_table(anchors, ws.models, ws.hardware)
+    assert len(df) >= 4 and (df.batch >= 8).all()
+    np.testing.assert_allclose(df.tokens_per_step_sim, df.tokens_per_step, rtol=0.03)
+    assert (df.predicted > 1.0).all() and df.rel_error.notna().all()
+    moved = sd_batch_table(anchors.assign(speedup=anchors.speedup * 2), ws.models, ws.hardware)
+    np.testing.assert_array_equal(moved.predicted, df.predicted)  # a prediction, not a fit
+    for k, t in ((3, 3.37), (7, 5.41)):
+        p = per_position(t, k)
+        assert sum(p**j for j in range(k + 1)) == pytest.approx(t)
+    with pytest.raises(ValueError, match="outside"):
+        per_position(4.5, 3)
