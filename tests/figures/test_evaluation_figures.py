@@ -143,9 +143,9 @@ def test_fig15b_shows_saddle_with_tau_lowered_under_light_load(experiments):
     requests in flight), normalised to the same GPU-AD; its drafts are longer than SADDLE's."""
     ws, exp = experiments
     df = compute_table("fig15b", ws, experiment=str(exp["small_batch"]), light=str(exp["small_batch_light"]))
-    light = df[df.system == "SADDLE, tau lowered"]
+    light = df[df.system == "SADDLE, tau x 0.5 at light load"]
     assert len(light) == 1 and (light.tau_factor == 0.5).all()
-    assert (df[df.system != "SADDLE, tau lowered"].tau_factor == 1.0).all()
+    assert (df[df.system != "SADDLE, tau x 0.5 at light load"].tau_factor == 1.0).all()
     ad = df[df.system == "GPU-AD"].throughput_tok_s.iloc[0]
     np.testing.assert_allclose(light.normalized, light.throughput_tok_s / ad)
     plain, lowered = (pd.read_parquet(exp[n]) for n in ("small_batch", "small_batch_light"))

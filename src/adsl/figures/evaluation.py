@@ -73,16 +73,17 @@ def fig15a_table(ws: Workspace, experiment: str) -> pd.DataFrame:
     return _cols(df, ["seq_len"], "throughput_tok_s").sort_values(["seq_len", "system"]).reset_index(drop=True)
 
 
-LIGHT_EXPERIMENT, LIGHT_LOAD = "small_batch_light", "SADDLE, tau lowered"  # Fig. 15b's sixth series
+LIGHT_EXPERIMENT = "small_batch_light"  # Fig. 15b's sixth series: SADDLE with tau lowered under light load
 
 
 def fig15b_table(ws: Workspace, experiment: str, light: str | None = None) -> pd.DataFrame:
     """Throughput normalised to GPU-AD per batch; with ``light`` (an experiment of SADDLE with
-    ``tau_light_load`` on) also that run, as system ``LIGHT_LOAD`` with its ``tau_factor``."""
+    ``tau_light_load`` on) also that run, as system "SADDLE, tau x <factor> at light load"."""
     df = pd.read_parquet(experiment).assign(tau_factor=1.0)
     if light is not None:
         factor = ws.settings.simulation.for_experiment(LIGHT_EXPERIMENT).tau_light_load.factor
-        df = pd.concat([df, pd.read_parquet(light).assign(system=LIGHT_LOAD, tau_factor=factor)], ignore_index=True)
+        name = f"SADDLE, tau x {factor:g} at light load"
+        df = pd.concat([df, pd.read_parquet(light).assign(system=name, tau_factor=factor)], ignore_index=True)
     df = _normalized(df, "throughput_tok_s", "GPU-AD", ["batch"])
     out = df[["batch", "system", "throughput_tok_s", "normalized", "fits_memory", "tau_factor"]]
     return out.sort_values(["batch", "system"]).reset_index(drop=True)
