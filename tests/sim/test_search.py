@@ -95,3 +95,31 @@ def test_a_given_configuration_is_run_as_given(ws):
     row = run_point(ws, _sim(ws), Point("OPT-66B", "SADDLE", 16, 4, 96, "warn", configuration=conf), models, taus)
     assert (row["configuration"], row["search_candidates"]) == (conf.label, 1)
     assert (row["draft_placement"], row["micro_batches"], row["pool_trigger"]) == ("tensor_parallel", 1.0, "idle")
+
+
+def test_candidates_the_loop_cannot_tell_apart_are_simulated_once(ws, monkeypatch):
+    """SADDLE's draft one copy per GPU and in PIM give the same draft variants in another order (its
+    scheduler places each pass's FC): the loop's key is the same, so the search simulates one of each
+    such pair, and the chosen run is the same as with every candidate simulated."""
+    import adsl.sim.core as core
+    import adsl.sim.experiment as experiment
+
+    models, taus = _inputs(ws)
+    sim, point = _sim(ws, screen=1), Point("OPT-66B", "SADDLE", 16, 4, 96, "warn")
+    legal = legal_set(point_inputs(ws, sim, point, models, taus).setup, ALL)
+    keys = {}
+    for conf in legal:
+        p = first_replicas(point_inputs(ws, sim, dataclasses.replace(point, configuration=conf), models, taus), 1)
+        keys[conf] = core.loop_key(p.setup, core.pass_tables(p.setup, p.pair, p.workload, p.serving), p.serving)
+    same = [c for c in legal if c.draft_placement in ("replicated", "pim")]
+    assert len({keys[c] for c in same}) == len(same) // 2  # placement is not in the key
+    assert keys[legal[0]] not in {keys[c] for c in same}  # tensor-parallel drafts are other passes
+    calls = []
+    inner = experiment.simulate_point
+    monkeypatch.setattr(experiment, "simulate_point", lambda *a, **k: calls.append(1) or inner(*a, **k))
+    found = search_point(ws, sim, point, models, taus)
+    assert len(calls) == len(set(keys.values())) + 1  # each distinct candidate once, then the winner
+    monkeypatch.setattr(experiment, "loop_key", lambda *a: object())  # every candidate its own key
+    every = search_point(ws, sim, point, models, taus)
+    assert every.point == found.point
+    np.testing.assert_array_equal(every.result.throughput_tok_s, found.result.throughput_tok_s)

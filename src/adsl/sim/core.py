@@ -24,6 +24,7 @@ batch; open loop, requests enter free slots once they have arrived.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -68,6 +69,36 @@ def pass_tables(
     slots = out.shape[1] if serving is None else serving.slots
     ctx_max = float(prompt.max() + out.max() + 4 * setup.draft_length + 4)
     return PassTables(setup, pair, slots, ctx_max, float(prompt.mean()), reuse)
+
+
+def loop_key(setup: Setup, tables: PassTables, serving: Continuous | None) -> tuple:
+    """What the event loop's timing reads of a run besides its workload: two runs of one workload with
+    equal keys emit the same tokens at the same times, whatever their configurations are called. A pass
+    takes the fastest of its draft variants, so their order counts only where two of them tie on the
+    grid; elsewhere they enter in a canonical order (which placement a variant stands for counts only
+    in the placement statistics, not in the key)."""
+    dg, dp, vg, vp, decg, decp, pg, pp, step, _, _ = tables.flat()
+    total = (dg + dp)[:, 1:]  # row 0 (no request) is never read
+    tie = any((total[i] == total[j]).any() for i in range(len(total)) for j in range(i)) if len(total) > 1 else False
+    if not tie:
+        order = sorted(range(len(dg)), key=lambda v: (dg[v].tobytes(), dp[v].tobytes()))
+        dg, dp = dg[order], dp[order]
+    digest = hashlib.sha1()
+    for a in (dg, dp, vg, vp, decg, decp, pg, pp):
+        digest.update(np.ascontiguousarray(a).tobytes())
+    digest.update(repr((step, tie)).encode())
+    return (
+        setup.decoding,
+        setup.draft_length,
+        setup.pool_tokens,
+        setup.eager,
+        setup.pool_trigger,
+        setup.micro_batching.micro_batches,
+        layout_tuple(setup, Layout.of(setup.system)),
+        len(Layout.of(setup.system).machines),
+        digest.hexdigest(),
+        serving,
+    )
 
 
 def simulate_core(

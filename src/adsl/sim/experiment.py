@@ -21,7 +21,7 @@ from adsl.fitting.modelfile import read_model
 from adsl.perf.models import Pair
 from adsl.progress import progress
 from adsl.settings import Continuous, ExperimentSpec, SimulationSettings
-from adsl.sim.core import pass_tables, simulate_core
+from adsl.sim.core import loop_key, pass_tables, simulate_core
 from adsl.sim.policies import (
     COST_AWARE,
     LEARNED,
@@ -355,7 +355,7 @@ def search_point(ws, sim: SimulationSettings, point: Point, models: dict, taus=N
                 p = dataclasses.replace(first, setup=setup, memory=(need, have))
         tried.append((pt, p))
     screen = min(sim.search.screen_replicas, sim.replicas)
-    runs, shared = [], {}
+    runs, shared, seen = [], {}, {}
     for pt, p in tried if len(tried) > 1 else ():
         few = first_replicas(p, screen)
         # the pool trigger changes no pass cost: candidates that differ only there share their tables
@@ -364,6 +364,14 @@ def search_point(ws, sim: SimulationSettings, point: Point, models: dict, taus=N
         if key not in shared:
             reuse = next(iter(shared.values()), None)
             shared[key] = pass_tables(few.setup, few.pair, few.workload, few.serving, reuse)
+        # a candidate the loop cannot tell from an earlier one (e.g. the same draft tables under another
+        # placement's name) runs the same: its result is the earlier's, and a tie keeps the earlier
+        arrays = (p.prompts, p.out, p.accept, p.confidence, p.confidence_later, p.lengths, p.light_lengths)
+        same = (loop_key(few.setup, shared[key], few.serving), *(id(a) for a in arrays), p.light_at_most)
+        if same in seen:
+            runs.append(runs[seen[same]])
+            continue
+        seen[same] = len(runs)
         runs.append(simulate_point(few, tables=shared[key]))
     tput = [float(r.throughput_tok_s.mean()) for r in runs] or [1.0]
     best = fastest(tput)
