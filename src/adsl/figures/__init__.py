@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pandas as pd
 
-from adsl.figures.common import save_all, style
 from adsl.figures.registry import Registry, registry
 
 
@@ -32,6 +31,8 @@ def render(
     if name not in reg.figures:
         raise KeyError(f"unknown figure {name!r}; known: {sorted(reg.figures)}")
     spec = reg.figures[name]
+    from adsl.figures.common import save_all, style  # the plotting libraries: only where a job draws
+
     if table is None:
         table = compute_table(spec.table, ws, reg, **inputs)
     style()

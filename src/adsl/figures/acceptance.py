@@ -3,9 +3,7 @@ replay) and accepted tokens per speculative iteration."""
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import pandas as pd
-import seaborn as sns
 
 from adsl.fitting.modelfile import read_model
 from adsl.profiling.replay import acceptance_vs_length
@@ -64,6 +62,9 @@ def fig04a_acceptance_rate(ws: Workspace, df: pd.DataFrame):
     paper's OPT-66B + OPT-1.3B values. Black crosses: the rates of the OPT-66B acceptance model the
     simulator uses (our measured model, one intercept shift per category and one within-draft continuation
     term for the pair, fitted to the diamonds)."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
     del ws
     order = [c for c in CATEGORY_ORDER if c in set(df.category)]
     fig, ax = plt.subplots(figsize=(6.0, 3.8))
@@ -103,6 +104,9 @@ def _marks(ax, df: pd.DataFrame, column: str, order: list[str], label: str, **st
 
 def plot_accepted_per_iteration(df: pd.DataFrame, title: str):
     """Accepted tokens per speculative iteration, one colour per category (Fig. 4b and 4c)."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     sns.lineplot(
         data=df,

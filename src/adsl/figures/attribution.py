@@ -3,9 +3,7 @@ modelling choices of ``simulation.attribution`` change one at a time, cumulative
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import pandas as pd
-import seaborn as sns
 
 from adsl.figures.breakdown import paper_average_gain
 from adsl.settings import plain
@@ -53,6 +51,9 @@ def fidelity_attribution(ws: Workspace, df: pd.DataFrame):
     paper (the paper's pool trigger, a lower all-reduce latency, GPU attention as the AttAcc simulator
     charges it, more PE registers, no static power). Every step is a configuration override listed in the
     table; nothing is fitted. Dotted lines: the paper's numbers."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
     del ws
     names = df.drop_duplicates("step").sort_values("step").name.tolist()
     colors = dict(zip(BASELINES, sns.color_palette(n_colors=len(BASELINES)), strict=True))

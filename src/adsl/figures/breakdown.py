@@ -3,10 +3,8 @@ headline averages."""
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
 
 from adsl.perf.cost import pass_cost
 from adsl.workspace import Workspace
@@ -132,6 +130,9 @@ def fig16_latency_breakdown(ws: Workspace, df: pd.DataFrame):
     verification (target passes), prediction (draft passes) and the part hidden by overlapping them
     (hatched, negative); normalised to PIM-SD's end-to-end time. Monitoring and decision making (a
     multiply and a compare per drafted token) are not charged by the model."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
     del ws
     batches = sorted(df.batch.unique())
     parts = ["verification", "prediction", "prefill", "overlap"]
@@ -169,6 +170,9 @@ def fig17_verification_breakdown(ws: Workspace, df: pd.DataFrame):
     FC on the GPUs, attention in the PIM stacks of the SADDLE system) split by operator class vs context
     length. The cost model charges inter-device all-reduce and GPU-PIM transfers; it has no separate
     pseudo-channel communication term (the paper's 13.54 %), which is folded into PIM attention time."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
     del ws
     wide = df.pivot(index="seq_len", columns="component", values="share").fillna(0.0)
     fig, ax = plt.subplots(figsize=(6.0, 3.4))
@@ -190,6 +194,9 @@ def area(ws: Workspace, df: pd.DataFrame):
     PIM logic per HBM3 DRAM die (8 pseudo-channels x (16 PEs x 0.116 mm^2 + 4 accumulators x 0.044 mm^2))
     and its share of a 121 mm^2 die, and the buffer-die special function units (softmax 1.44 mm^2 +
     accumulator 0.18 mm^2, 7 nm)."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
     del ws
     parts = df[df.component != "total"]
     fig, ax = plt.subplots(figsize=(5.6, 3.0))
@@ -209,6 +216,8 @@ def fig_paper_comparison(ws: Workspace, df: pd.DataFrame):
     """SADDLE's average throughput and energy-efficiency gains over each baseline, computed as the paper does
     (ratio of arithmetic means over the 12 pair x batch points of Fig. 12/13), next to the paper's stated
     headline numbers (data/paper_headlines.csv). Differences are discussed in the README."""
+    import seaborn as sns
+
     del ws
     long = df.melt(id_vars=["metric", "baseline"], value_vars=["ours", "paper"], var_name="source", value_name="gain")
     g = sns.catplot(data=long, x="baseline", y="gain", hue="source", col="metric", kind="bar", height=3.2, aspect=1.1)

@@ -3,9 +3,7 @@ the operator scheduler, from the simulator's experiment tables."""
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import pandas as pd
-import seaborn as sns
 
 from adsl.perf.roofline import throughput_limit
 from adsl.sim.systems import in_order
@@ -73,15 +71,14 @@ def fig15a_table(ws: Workspace, experiment: str) -> pd.DataFrame:
     return _cols(df, ["seq_len"], "throughput_tok_s").sort_values(["seq_len", "system"]).reset_index(drop=True)
 
 
-LIGHT_EXPERIMENT = "small_batch_light"  # Fig. 15b's sixth series: SADDLE with tau lowered under light load
-
-
-def fig15b_table(ws: Workspace, experiment: str, light: str | None = None) -> pd.DataFrame:
-    """Throughput normalised to GPU-AD per batch; with ``light`` (an experiment of SADDLE with
-    ``tau_light_load`` on) also that run, as system "SADDLE, tau x <factor> at light load"."""
+def fig15b_table(
+    ws: Workspace, experiment: str, light: str | None = None, light_experiment: str = "small_batch_light"
+) -> pd.DataFrame:
+    """Throughput normalised to GPU-AD per batch; with ``light`` (experiment ``light_experiment``: SADDLE
+    with ``tau_light_load`` on) also that run, as system "SADDLE, tau x <factor> at light load"."""
     df = pd.read_parquet(experiment).assign(tau_factor=1.0)
     if light is not None:
-        factor = ws.settings.simulation.for_experiment(LIGHT_EXPERIMENT).tau_light_load.factor
+        factor = ws.settings.simulation.for_experiment(light_experiment).tau_light_load.factor
         name = f"SADDLE, tau x {factor:g} at light load"
         df = pd.concat([df, pd.read_parquet(light).assign(system=name, tau_factor=factor)], ignore_index=True)
     df = _normalized(df, "throughput_tok_s", "GPU-AD", ["batch"])
@@ -128,12 +125,16 @@ def fig19_table(ws: Workspace, experiment: str) -> pd.DataFrame:
 
 
 def _bars(df, x, y, hue, order, ax, ylabel, title):
+    import seaborn as sns
+
     sns.barplot(data=df, x=x, y=y, hue=hue, hue_order=order, ax=ax)
     ax.axhline(1.0, color="0.3", lw=0.8, ls="--")
     ax.set(ylabel=ylabel, title=title)
 
 
 def _per_pair(ws, df, metric_label, title, limit: str | None = None):
+    import matplotlib.pyplot as plt
+
     pairs = pairs_in_order(ws, df)
     fig, axes = plt.subplots(1, len(pairs), figsize=(4.2 * len(pairs), 3.4), sharey=True, squeeze=False)
     for ax, pair in zip(axes[0], pairs, strict=True):
@@ -171,6 +172,8 @@ def fig13_energy(ws: Workspace, df: pd.DataFrame):
 
 
 def _one_panel(df, x, order, xlabel, ylabel, title):
+    import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(6.0, 3.4))
     _bars(df, x, "normalized", "system", order, ax, ylabel, title)
     ax.set_xlabel(xlabel)
@@ -207,6 +210,8 @@ def fig15b_small_batch(ws: Workspace, df: pd.DataFrame):
 def fig18_utilization(ws: Workspace, df: pd.DataFrame):
     """Paper Fig. 18, modelled: busy time / wall time of the GPUs and of the PIM stacks at batch 64 for PIM-AD,
     PIM-SD and SADDLE, three pairs (busy time summed over devices and divided by their number)."""
+    import seaborn as sns
+
     del ws
     g = sns.catplot(
         data=df,
@@ -228,6 +233,9 @@ def fig19_scheduler(ws: Workspace, df: pd.DataFrame):
     """Paper Fig. 19, modelled: share of device time spent in PIM and throughput without (SADDLE-s: static FC
     ->GPU, attention->PIM) and with the arithmetic-intensity operator scheduler (SADDLE), batch 64, three
     pairs; throughput normalised to the static placement."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
     del ws
     fig, (a, b) = plt.subplots(1, 2, figsize=(8.4, 3.3))
     sns.barplot(data=df, x="pair", y="pim_time_share", hue="scheduler", hue_order=["static", "dynamic"], ax=a)

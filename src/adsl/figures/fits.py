@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
 
 from adsl.figures.acceptance import CATEGORY_ORDER, plot_accepted_per_iteration
 from adsl.fitting import distributions as dist
@@ -64,6 +62,9 @@ def fit_diagnostics(ws: Workspace, df: pd.DataFrame):
     lengths with the fitted truncated-geometric and beta-geometric pmfs; the fitted calibration curve
     P(accepted | draft confidence) against binned frequencies; a QQ plot of the draft confidence against the
     AIC-selected distribution."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
     del ws
     cats = [c for c in CATEGORY_ORDER if c in set(df.category)]
     panels = [p for p in df.panel.unique() if p.startswith("accepted")] + ["calibration", "QQ"]

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import pandas as pd
-import seaborn as sns
 
 from adsl.workspace import Workspace
 
@@ -35,6 +33,9 @@ def fig03a_sd_vs_ad_batch(ws: Workspace, df: pd.DataFrame):
     mapping searched for the batch and the maximum sequence length) and of autoregressive decoding on the
     4-device motivation system (each A100 with 5 HBM3-PIM stacks), OPT-66B + OPT-1.3B, normalised to AD at
     batch 8. Batches whose weights + KV caches exceed the stacks' capacity are marked."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
     del ws
     fig, ax = plt.subplots(figsize=(5.6, 3.6))
     sns.barplot(data=df, x="batch", y="normalized", hue="system", hue_order=["AD", "SD"], ax=ax)
@@ -61,6 +62,9 @@ def fig03a_sd_vs_ad_batch(ws: Workspace, df: pd.DataFrame):
 def fig03b_sd_vs_ad_draft_length(ws: Workspace, df: pd.DataFrame):
     """Paper Fig. 3b, modelled: the same system at batch 64, speculative decoding with d = 2..12 normalised to
     autoregressive decoding (dashed line)."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
     del ws
     fig, ax = plt.subplots(figsize=(5.6, 3.6))
     sd = df[df.system == "SD"]

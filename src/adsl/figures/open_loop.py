@@ -5,9 +5,7 @@ pipeline under the best policies of the policy zoo."""
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import pandas as pd
-import seaborn as sns
 
 from adsl.sim.systems import in_order
 from adsl.workspace import Workspace
@@ -20,6 +18,9 @@ def serving_latency_throughput(ws: Workspace, df: pd.DataFrame):
     p50 time per output token (TPOT), right: p99, against the achieved output throughput (tokens over the
     time from the first arrival to the last completion, vLLM benchmark_serving's definition). Dashed: the
     SADDLE pipeline under the policy zoo's best observable policies."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
     del ws
     df = df.copy()
     df["tpot_p50_ms"] = df.tpot_p50_s * 1e3

@@ -4,9 +4,7 @@ same system, pair and batch; and the table of each policy's gap to the oracle.""
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import pandas as pd
-import seaborn as sns
 
 from adsl.sim.policies import POLICIES
 from adsl.sim.systems import in_order
@@ -55,6 +53,9 @@ def policies(ws: Workspace, df: pd.DataFrame):
     1-128, normalised to the oracle that drafts exactly the tokens the target will accept (dashed line).
     Thresholds of the learned rules are fitted per point on training streams; the streams simulated are
     held out. The table also lists each policy's mean gap to the oracle and where it wins."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
     systems = in_order(df.system)
     pairs = [p for p in ws.models.pairs if p in set(df.pair)]
     fig, axes = plt.subplots(len(systems), len(pairs), figsize=(4.0 * len(pairs), 3.0 * len(systems)), squeeze=False)

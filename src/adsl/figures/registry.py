@@ -20,58 +20,34 @@ from pathlib import Path
 from typing import Any
 
 from adsl import paths
-from adsl.figures.acceptance import (
-    acceptance_table,
-    fig04a_acceptance_rate,
-    fig04b_accepted_per_iteration,
-    per_iteration_table,
-)
-from adsl.figures.attribution import attribution_table, fidelity_attribution
-from adsl.figures.breakdown import (
-    area,
-    area_table,
-    fig16_latency_breakdown,
-    fig16_table,
-    fig17_table,
-    fig17_verification_breakdown,
-    fig_paper_comparison,
-    paper_comparison_table,
-)
-from adsl.figures.evaluation import (
-    LIGHT_EXPERIMENT,
-    fig12_table,
-    fig12_throughput,
-    fig13_energy,
-    fig13_table,
-    fig14_ablation,
-    fig14_table,
-    fig15a_seqlen,
-    fig15a_table,
-    fig15b_small_batch,
-    fig15b_table,
-    fig18_table,
-    fig18_utilization,
-    fig19_scheduler,
-    fig19_table,
-)
-from adsl.figures.fits import (
-    fig04c_accepted_per_iteration_llama,
-    fit_diagnostics,
-    fit_diagnostics_table,
-    per_iteration_model_table,
-)
-from adsl.figures.motivation import fig03a_sd_vs_ad_batch, fig03a_table, fig03b_sd_vs_ad_draft_length, fig03b_table
-from adsl.figures.open_loop import serving_latency_throughput
-from adsl.figures.policies import policies, policies_table, policy_gaps_table
-from adsl.figures.roofline import fig06_roofline, roofline_table
-from adsl.figures.serving import batching_static_vs_continuous, batching_table, layouts_table
-from adsl.figures.shapes import shape_decomposition_table
-from adsl.figures.timeline import timeline
-from adsl.figures.validation import anchors_table, sd_batch_validation, validation_gpu
 from adsl.profiling.traces import profile_files
 from adsl.settings import Settings
-from adsl.sim.openloop import serving_table
-from adsl.sim.timeline import timeline_table
+
+LIGHT = "small_batch_light"  # the experiment of Fig. 15b's SADDLE with tau lowered under light load
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A table or plotting function named by module and name, imported when first used: a workflow job
+    imports the one module it runs (and the plotting libraries only where it draws)."""
+
+    module: str
+    name: str
+
+    def resolve(self) -> Callable:
+        return getattr(importlib.import_module(self.module), self.name)
+
+    def __call__(self, *args, **kwargs):
+        return self.resolve()(*args, **kwargs)
+
+    @property
+    def __doc__(self) -> str | None:  # the function's, for captions
+        return self.resolve().__doc__
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        return inspect.signature(self.resolve())
+
 
 # inputs(settings, committed) -> {argument name: path or list of paths}; ``committed`` maps a committed
 # file's repository path (a profile, data/...) to where this run finds it
@@ -142,14 +118,14 @@ def _open_loop(s: Settings, committed) -> dict[str, Any]:
 TABLES = [
     TableSpec(
         "roofline_points",
-        roofline_table,
+        Ref("adsl.figures.roofline", "roofline_table"),
         "results/costmodel/roofline_points.csv",
         "costmodel",
         reads=("roofline", "catalogues"),
     ),
     TableSpec(
         "validation",
-        anchors_table,
+        Ref("adsl.figures.validation", "anchors_table"),
         "results/costmodel/validation.csv",
         "acceptance",
         lambda s, committed: {"anchors": _anchors(s, committed), "measured": _measured(s)},
@@ -157,7 +133,7 @@ TABLES = [
     ),
     TableSpec(
         "validation_sd_batch",
-        sd_batch_validation,
+        Ref("adsl.figures.validation", "sd_batch_validation"),
         "results/costmodel/validation_sd_batch.csv",
         "costmodel",
         lambda s, committed: {"anchor": committed(f"{s.anchors_dir}/sd_batch.csv")},
@@ -165,7 +141,7 @@ TABLES = [
     ),
     TableSpec(
         "acceptance_vs_length",
-        acceptance_table,
+        Ref("adsl.figures.acceptance", "acceptance_table"),
         "results/acceptance/acceptance_vs_length.csv",
         "acceptance",
         lambda s, committed: {
@@ -176,85 +152,134 @@ TABLES = [
     ),
     TableSpec(
         "accepted_per_iteration",
-        per_iteration_table,
+        Ref("adsl.figures.acceptance", "per_iteration_table"),
         "results/acceptance/accepted_per_iteration.csv",
         "acceptance",
         lambda s, committed: {"profile": _profile(s, committed)},
     ),
     TableSpec(
         "fit_diagnostics",
-        fit_diagnostics_table,
+        Ref("adsl.figures.fits", "fit_diagnostics_table"),
         "results/acceptance/fit_diagnostics.csv",
         "acceptance",
         lambda s, committed: {"profile": _profile(s, committed), "models": _measured(s)},
     ),
     TableSpec(
         "accepted_per_iteration_model",
-        per_iteration_model_table,
+        Ref("adsl.figures.fits", "per_iteration_model_table"),
         "results/acceptance/accepted_per_iteration_model.csv",
         "acceptance",
         lambda s, committed: {"models": paths.pair_models([s.acceptance.fig04c.pair], s.acceptance.categories)},
         reads=("acceptance", "seed"),
     ),
-    TableSpec("fig03a", fig03a_table, "results/simulation/fig03a.csv", "simulation", _experiment("fig03a")),
-    TableSpec("fig03b", fig03b_table, "results/simulation/fig03b.csv", "simulation", _experiment("fig03b")),
+    TableSpec(
+        "fig03a",
+        Ref("adsl.figures.motivation", "fig03a_table"),
+        "results/simulation/fig03a.csv",
+        "simulation",
+        _experiment("fig03a"),
+    ),
+    TableSpec(
+        "fig03b",
+        Ref("adsl.figures.motivation", "fig03b_table"),
+        "results/simulation/fig03b.csv",
+        "simulation",
+        _experiment("fig03b"),
+    ),
     TableSpec(
         "fig12",
-        fig12_table,
+        Ref("adsl.figures.evaluation", "fig12_table"),
         "results/simulation/fig12.csv",
         "simulation",
         _experiment("main"),
         reads=("simulation", "catalogues"),
     ),
-    TableSpec("fig13", fig13_table, "results/simulation/fig13.csv", "simulation", _experiment("main")),
-    TableSpec("fig14", fig14_table, "results/simulation/fig14.csv", "simulation", _experiment("ablation")),
-    TableSpec("fig15a", fig15a_table, "results/simulation/fig15a.csv", "simulation", _experiment("seqlen")),
+    TableSpec(
+        "fig13",
+        Ref("adsl.figures.evaluation", "fig13_table"),
+        "results/simulation/fig13.csv",
+        "simulation",
+        _experiment("main"),
+    ),
+    TableSpec(
+        "fig14",
+        Ref("adsl.figures.evaluation", "fig14_table"),
+        "results/simulation/fig14.csv",
+        "simulation",
+        _experiment("ablation"),
+    ),
+    TableSpec(
+        "fig15a",
+        Ref("adsl.figures.evaluation", "fig15a_table"),
+        "results/simulation/fig15a.csv",
+        "simulation",
+        _experiment("seqlen"),
+    ),
     TableSpec(
         "fig15b",
-        fig15b_table,
+        Ref("adsl.figures.evaluation", "fig15b_table"),
         "results/simulation/fig15b.csv",
         "simulation",
         lambda s, committed: {
             "experiment": paths.experiment("small_batch"),
-            **({"light": paths.experiment(LIGHT_EXPERIMENT)} if LIGHT_EXPERIMENT in s.simulation.experiments else {}),
+            **({"light": paths.experiment(LIGHT)} if LIGHT in s.simulation.experiments else {}),
         },
         reads=("simulation",),
+        options={"light_experiment": LIGHT},
     ),
-    TableSpec("fig16", fig16_table, "results/simulation/fig16.csv", "simulation", _experiment("ablation")),
-    TableSpec("fig17", fig17_table, "results/costmodel/fig17.csv", "costmodel", reads=("simulation", "catalogues")),
+    TableSpec(
+        "fig16",
+        Ref("adsl.figures.breakdown", "fig16_table"),
+        "results/simulation/fig16.csv",
+        "simulation",
+        _experiment("ablation"),
+    ),
+    TableSpec(
+        "fig17",
+        Ref("adsl.figures.breakdown", "fig17_table"),
+        "results/costmodel/fig17.csv",
+        "costmodel",
+        reads=("simulation", "catalogues"),
+    ),
     TableSpec(
         "fig18",
-        fig18_table,
+        Ref("adsl.figures.evaluation", "fig18_table"),
         "results/simulation/fig18.csv",
         "simulation",
         _experiment("main"),
         options={"batch": 64, "systems": ["PIM-AD", "PIM-SD", "SADDLE"]},
     ),  # the paper's Fig. 18 setting
-    TableSpec("fig19", fig19_table, "results/simulation/fig19.csv", "simulation", _experiment("scheduler")),
+    TableSpec(
+        "fig19",
+        Ref("adsl.figures.evaluation", "fig19_table"),
+        "results/simulation/fig19.csv",
+        "simulation",
+        _experiment("scheduler"),
+    ),
     TableSpec(
         "area",
-        area_table,
+        Ref("adsl.figures.breakdown", "area_table"),
         "results/costmodel/area.csv",
         "costmodel",
         lambda s, committed: {"components": committed(paths.AREA_COMPONENTS)},
     ),
     TableSpec(
         "paper_comparison",
-        paper_comparison_table,
+        Ref("adsl.figures.breakdown", "paper_comparison_table"),
         "results/paper_comparison.csv",
         "simulation",
         lambda s, committed: {"experiment": paths.experiment("main"), "headlines": committed(paths.HEADLINES)},
     ),
     TableSpec(
         "batching",
-        batching_table,
+        Ref("adsl.figures.serving", "batching_table"),
         "results/simulation/batching.csv",
         "simulation",
         lambda s, committed: {"continuous": paths.experiment("main"), "static": paths.experiment("main_static")},
     ),
     TableSpec(
         "timeline",
-        timeline_table,
+        Ref("adsl.sim.timeline", "timeline_table"),
         "results/simulation/timeline.csv",
         "simulation",
         lambda s, committed: {
@@ -265,7 +290,7 @@ TABLES = [
     ),
     TableSpec(
         "fidelity_attribution",
-        attribution_table,
+        Ref("adsl.figures.attribution", "attribution_table"),
         "results/simulation/fidelity_attribution.csv",
         "simulation",
         lambda s, committed: {
@@ -276,7 +301,7 @@ TABLES = [
     ),
     TableSpec(
         "shape_decomposition",
-        shape_decomposition_table,
+        Ref("adsl.figures.shapes", "shape_decomposition_table"),
         "results/simulation/shape_decomposition.csv",
         "simulation",
         lambda s, committed: {
@@ -289,7 +314,7 @@ TABLES = [
     ),
     TableSpec(
         "policies",
-        policies_table,
+        Ref("adsl.figures.policies", "policies_table"),
         "results/simulation/policies.csv",
         "simulation",
         _experiment("policies"),
@@ -297,7 +322,7 @@ TABLES = [
     ),
     TableSpec(
         "policy_gaps",
-        policy_gaps_table,
+        Ref("adsl.figures.policies", "policy_gaps_table"),
         POLICY_GAPS,
         "simulation",
         _experiment("policies"),
@@ -305,7 +330,7 @@ TABLES = [
     ),
     TableSpec(
         "serving",
-        serving_table,
+        Ref("adsl.sim.openloop", "serving_table"),
         "results/simulation/serving.csv",
         "simulation",
         _open_loop,
@@ -314,7 +339,7 @@ TABLES = [
     ),
     TableSpec(
         "layouts",
-        layouts_table,
+        Ref("adsl.figures.serving", "layouts_table"),
         "results/simulation/layouts.csv",
         "simulation",
         lambda s, committed: {
@@ -325,32 +350,71 @@ TABLES = [
 ]
 
 FIGURES = [
-    FigureSpec("fig03a_sd_vs_ad_batch", "fig03a", fig03a_sd_vs_ad_batch),
-    FigureSpec("fig03b_sd_vs_ad_draft_length", "fig03b", fig03b_sd_vs_ad_draft_length),
-    FigureSpec("fig04a_acceptance_rate", "acceptance_vs_length", fig04a_acceptance_rate, gallery=True),
-    FigureSpec("fig04b_accepted_per_iteration", "accepted_per_iteration", fig04b_accepted_per_iteration),
+    FigureSpec("fig03a_sd_vs_ad_batch", "fig03a", Ref("adsl.figures.motivation", "fig03a_sd_vs_ad_batch")),
     FigureSpec(
-        "fig04c_accepted_per_iteration_llama", "accepted_per_iteration_model", fig04c_accepted_per_iteration_llama
+        "fig03b_sd_vs_ad_draft_length", "fig03b", Ref("adsl.figures.motivation", "fig03b_sd_vs_ad_draft_length")
     ),
-    FigureSpec("fit_diagnostics", "fit_diagnostics", fit_diagnostics),
-    FigureSpec("fig06_roofline", "roofline_points", fig06_roofline, reads=("roofline", "catalogues"), gallery=True),
-    FigureSpec("validation_gpu", "validation", validation_gpu),
-    FigureSpec("fig12_throughput", "fig12", fig12_throughput, reads=("catalogues",), gallery=True),
-    FigureSpec("fig13_energy", "fig13", fig13_energy, reads=("catalogues",)),
-    FigureSpec("fig14_ablation", "fig14", fig14_ablation, gallery=True),
-    FigureSpec("fig15a_seqlen", "fig15a", fig15a_seqlen),
-    FigureSpec("fig15b_small_batch", "fig15b", fig15b_small_batch),
-    FigureSpec("fig16_latency_breakdown", "fig16", fig16_latency_breakdown),
-    FigureSpec("fig17_verification_breakdown", "fig17", fig17_verification_breakdown),
-    FigureSpec("fig18_utilization", "fig18", fig18_utilization),
-    FigureSpec("fig19_scheduler", "fig19", fig19_scheduler),
-    FigureSpec("area", "area", area),
-    FigureSpec("paper_comparison", "paper_comparison", fig_paper_comparison, gallery=True),
-    FigureSpec("batching_static_vs_continuous", "batching", batching_static_vs_continuous, reads=("catalogues",)),
-    FigureSpec("timeline", "timeline", timeline, reads=("simulation",), gallery=True),
-    FigureSpec("fidelity_attribution", "fidelity_attribution", fidelity_attribution),
-    FigureSpec("policies", "policies", policies, reads=("catalogues",), target="policies"),
-    FigureSpec("serving_latency_throughput", "serving", serving_latency_throughput, target="serving"),
+    FigureSpec(
+        "fig04a_acceptance_rate",
+        "acceptance_vs_length",
+        Ref("adsl.figures.acceptance", "fig04a_acceptance_rate"),
+        gallery=True,
+    ),
+    FigureSpec(
+        "fig04b_accepted_per_iteration",
+        "accepted_per_iteration",
+        Ref("adsl.figures.acceptance", "fig04b_accepted_per_iteration"),
+    ),
+    FigureSpec(
+        "fig04c_accepted_per_iteration_llama",
+        "accepted_per_iteration_model",
+        Ref("adsl.figures.fits", "fig04c_accepted_per_iteration_llama"),
+    ),
+    FigureSpec("fit_diagnostics", "fit_diagnostics", Ref("adsl.figures.fits", "fit_diagnostics")),
+    FigureSpec(
+        "fig06_roofline",
+        "roofline_points",
+        Ref("adsl.figures.roofline", "fig06_roofline"),
+        reads=("roofline", "catalogues"),
+        gallery=True,
+    ),
+    FigureSpec("validation_gpu", "validation", Ref("adsl.figures.validation", "validation_gpu")),
+    FigureSpec(
+        "fig12_throughput",
+        "fig12",
+        Ref("adsl.figures.evaluation", "fig12_throughput"),
+        reads=("catalogues",),
+        gallery=True,
+    ),
+    FigureSpec("fig13_energy", "fig13", Ref("adsl.figures.evaluation", "fig13_energy"), reads=("catalogues",)),
+    FigureSpec("fig14_ablation", "fig14", Ref("adsl.figures.evaluation", "fig14_ablation"), gallery=True),
+    FigureSpec("fig15a_seqlen", "fig15a", Ref("adsl.figures.evaluation", "fig15a_seqlen")),
+    FigureSpec("fig15b_small_batch", "fig15b", Ref("adsl.figures.evaluation", "fig15b_small_batch")),
+    FigureSpec("fig16_latency_breakdown", "fig16", Ref("adsl.figures.breakdown", "fig16_latency_breakdown")),
+    FigureSpec("fig17_verification_breakdown", "fig17", Ref("adsl.figures.breakdown", "fig17_verification_breakdown")),
+    FigureSpec("fig18_utilization", "fig18", Ref("adsl.figures.evaluation", "fig18_utilization")),
+    FigureSpec("fig19_scheduler", "fig19", Ref("adsl.figures.evaluation", "fig19_scheduler")),
+    FigureSpec("area", "area", Ref("adsl.figures.breakdown", "area")),
+    FigureSpec(
+        "paper_comparison", "paper_comparison", Ref("adsl.figures.breakdown", "fig_paper_comparison"), gallery=True
+    ),
+    FigureSpec(
+        "batching_static_vs_continuous",
+        "batching",
+        Ref("adsl.figures.serving", "batching_static_vs_continuous"),
+        reads=("catalogues",),
+    ),
+    FigureSpec("timeline", "timeline", Ref("adsl.figures.timeline", "timeline"), reads=("simulation",), gallery=True),
+    FigureSpec("fidelity_attribution", "fidelity_attribution", Ref("adsl.figures.attribution", "fidelity_attribution")),
+    FigureSpec(
+        "policies", "policies", Ref("adsl.figures.policies", "policies"), reads=("catalogues",), target="policies"
+    ),
+    FigureSpec(
+        "serving_latency_throughput",
+        "serving",
+        Ref("adsl.figures.open_loop", "serving_latency_throughput"),
+        target="serving",
+    ),
 ]
 
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
 
 from adsl.perf.roofline import attainable, crossover_intensity, device_rooflines, roofline_points
 from adsl.workspace import Workspace
@@ -26,6 +24,9 @@ def fig06_roofline(ws: Workspace, df: pd.DataFrame):
     """Paper Fig. 6: attention and FC operators of the target (TLM) and draft (DLM) models at the configured
     (effective batch, draft length) points, placed on the GPU and PIM rooflines of one device. Left of the
     dotted line the PIM stacks attain more FLOP/s (PIM benefit), right of it the GPU does."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
     cfg = ws.settings.roofline
     system = ws.hardware.system(cfg.system)
     pair = ws.models.pair(cfg.pair)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import pandas as pd
-import seaborn as sns
 
 from adsl.figures.evaluation import pairs_in_order
 from adsl.sim.systems import in_order
@@ -37,6 +35,9 @@ def batching_static_vs_continuous(ws: Workspace, df: pd.DataFrame):
     divided by its throughput with static batches (the batch decodes until its last request finishes), for
     the three pairs and batch 16-128. Speculative systems gain the most: their requests finish after very
     different numbers of iterations, so a static batch spends a long tail with a few stragglers."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
     pairs = pairs_in_order(ws, df)
     fig, axes = plt.subplots(1, len(pairs), figsize=(4.2 * len(pairs), 3.4), sharey=True, squeeze=False)
     for ax, pair in zip(axes[0], pairs, strict=True):

@@ -4,9 +4,7 @@ timelines (which machine works on which kind of pass when; white is idle; the ta
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import pandas as pd
-import seaborn as sns
 
 from adsl.sim.timeline import LABELS
 from adsl.workspace import Workspace
@@ -18,6 +16,9 @@ def timeline(ws: Workspace, df: pd.DataFrame):
     on, by kind (drafting, eager drafting, verification, prefill); white is idle. PIM-SD's two micro-batches
     alternate drafting and verification, so one drafts while the other is verified; SADDLE verifies the
     pooled drafts of both micro-batches in one pass and drafts eagerly while it runs."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
     cfg = ws.settings.simulation.timeline
     systems = list(dict.fromkeys(df.system))
     kinds = list(LABELS.values())

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib.pyplot as plt
-import matplotlib.ticker as mticker
 import numpy as np
 import pandas as pd
-import seaborn as sns
 
 from adsl.fitting.modelfile import read_model
 from adsl.perf import anchors as anchor_rows
@@ -70,6 +67,10 @@ def validation_gpu(ws: Workspace, df: pd.DataFrame):
     """The analytical cost model against public measurements (gpt-fast decode speeds, the AttAcc simulator's
     GPU-only GPT-3 175B point, Vidur's linear-layer profiles, LLMCompass GEMM throughput, AttAcc's PIM
     attention refit). "fit" rows calibrate the gpt-fast runtime; every other row is held out."""
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker as mticker
+    import seaborn as sns
+
     del ws  # everything is in the table
     df = df.assign(ratio=df.predicted / df.measured, label=df.anchor + ": " + df.point + " " + df.metric)
     fig, ax = plt.subplots(figsize=(7.0, 0.28 * len(df) + 1.2))
