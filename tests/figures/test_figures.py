@@ -53,3 +53,20 @@ def test_validation_table_has_sources(ws):
     df = compute_table("validation", ws)
     assert df.source.str.len().min() > 10
     assert {"gpt-fast", "AttAcc GPU", "Vidur MLP", "LLMCompass GEMM", "AttAcc PIM", "eager PyTorch"} <= set(df.anchor)
+
+
+def test_a_table_job_imports_neither_the_plotting_libraries_nor_other_figure_modules():
+    """The registry names functions by module (``Ref``) and the figure modules import matplotlib and seaborn
+    inside their plotting functions: computing a table loads only its own module."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from adsl.figures.registry import registry\n"
+        "spec = registry().tables['fig15b']\n"
+        "assert spec.function.__doc__\n"
+        "assert 'seaborn' not in sys.modules and 'matplotlib.pyplot' not in sys.modules\n"
+        "assert 'adsl.figures.evaluation' in sys.modules and 'adsl.figures.validation' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
