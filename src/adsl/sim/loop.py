@@ -807,6 +807,15 @@ def draft_fresh(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops,
 
 
 @njit(cache=True)
+def draft_together(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, t):
+    """Slots ``sel`` draft fresh entries, all released at ``t``."""
+    n = sel.size
+    draft_fresh(
+        d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, np.full(n, t), np.zeros(n, np.bool_)
+    )
+
+
+@njit(cache=True)
 def _refill(d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, now):
     """Open loop, before a pooled pass at ``now``: idle slots take the requests that have arrived, are
     prefilled and draft their first entries; with nothing in flight, wait for the next arrival. Returns
@@ -817,22 +826,7 @@ def _refill(d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, poo
         if idle.any() and waiting(rq, slots, now):
             admitted = admit(rq, slots, idle, now)
             t = start_requests(mach, lay, tab, logs, times, slots, admitted, now, with_prefill)
-            draft_fresh(
-                d,
-                mach,
-                lay,
-                tab,
-                logs,
-                counts,
-                rq,
-                slots,
-                pool,
-                starts,
-                stops,
-                admitted,
-                np.full(left.size, t),
-                np.zeros(left.size, np.bool_),
-            )
+            draft_together(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, admitted, t)
         if (left > 0).any():
             return now
         nxt = next_arrival(rq, slots)
@@ -941,22 +935,7 @@ def async_pool(d, capacity, complete, with_prefill, mach, lay, tab, logs, counts
     n_slots = cur.size
     pool = (np.zeros(n_slots), np.zeros(n_slots, np.int64), np.zeros(n_slots, np.int64))  # ready, offered, full
     ready, offered = pool[0], pool[1]
-    draft_fresh(
-        d,
-        mach,
-        lay,
-        tab,
-        logs,
-        counts,
-        rq,
-        slots,
-        pool,
-        starts,
-        stops,
-        np.ones(n_slots, np.bool_),
-        np.zeros(n_slots),
-        np.zeros(n_slots, np.bool_),
-    )
+    draft_together(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, np.ones(n_slots, np.bool_), 0.0)
     verifier_free = 0.0
     while True:
         if rq[3]:  # idle slots take what has arrived before the next pass
