@@ -23,10 +23,7 @@ def validation_table(
     d = Path(anchors_dir)
 
     def read(name):
-        path = d / name
-        if not path.is_file():
-            raise FileNotFoundError(f"anchor table missing: {path}")
-        return pd.read_csv(path)
+        return _read_anchor(d / name)
 
     rows = (
         anchor_rows.decode_speed("gpt-fast", "gpt-fast", read("gpu_decode.csv"), models, hw)
@@ -55,12 +52,16 @@ def anchors_table(ws: Workspace, anchors: list[str] | None = None, measured: lis
     return validation_table(folder, ws.models, ws.hardware, acceptance)
 
 
-def sd_batch_validation(ws: Workspace, anchor: str) -> pd.DataFrame:
-    """The speculative path at batch 8-64 against serving-engine measurements (``adsl.sim.sd_batch``)."""
-    path = Path(anchor)
+def _read_anchor(path: str | Path) -> pd.DataFrame:
+    path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"anchor table missing: {path}")
-    return sd_batch_table(pd.read_csv(path), ws.models, ws.hardware)
+    return pd.read_csv(path)
+
+
+def sd_batch_validation(ws: Workspace, anchor: str) -> pd.DataFrame:
+    """The speculative path at batch 8-64 against serving-engine measurements (``adsl.sim.sd_batch``)."""
+    return sd_batch_table(_read_anchor(anchor), ws.models, ws.hardware)
 
 
 def validation_gpu(ws: Workspace, df: pd.DataFrame):

@@ -107,7 +107,7 @@ class PointInputs:
     lengths: np.ndarray | None = None  # the adaptive rule's draft lengths
     memory: tuple[float, float] = (0.0, 0.0)  # (needed, available) bytes
     light_lengths: np.ndarray | None = None  # under tau lowered for light load (Workload.light_lengths)
-    light_at_most: int = 0
+    light_at_most: int = 0  # read only with light_lengths
 
     @property
     def workload(self) -> Workload:
@@ -199,7 +199,7 @@ def with_setup(ws, sim, point: Point, setup: Setup, prompts, out, streams, model
         lengths,
         memory_need(setup, pair, point.batch, point.seq_len),
         light,
-        sim.tau_light_load.active_at_most if light is not None else 0,
+        sim.tau_light_load.active_at_most,
     )
 
 

@@ -785,7 +785,7 @@ def draft_fresh(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops,
         return
     first, tokens = np.inf, 0
     ends = np.empty(n_slots)
-    for part in range(2):  # the slots released with the others, then those admitted with a prefill
+    for part in range(2 if late.any() else 1):  # the slots released together, then those admitted with a prefill
         part_lengths = np.zeros(n_slots, np.int64)
         start = np.full(starts.size, -np.inf)
         some = False
@@ -910,13 +910,14 @@ def _finish(d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, poo
     if free.any() and waiting(rq, slots, end):
         admitted = admit(rq, slots, free, end)
         t = start_requests(mach, lay, tab, logs, times, slots, admitted, end, with_prefill)
-        n, total = ZERO, 0.0
-        for s in range(n_slots):
-            if sel[s] and not admitted[s] and left[s] > 0:
-                n += 1
-                total += ctx[s]
-        if t > end and n and _drafter_idle(mach, lay, tab, n, total / n, end):  # they draft during the prefill
-            late = admitted
+        if t > end:  # prefilled: the others draft during it where their drafter is idle
+            n, total = ZERO, 0.0
+            for s in range(n_slots):
+                if sel[s] and not admitted[s] and left[s] > 0:
+                    n += 1
+                    total += ctx[s]
+            if n and _drafter_idle(mach, lay, tab, n, total / n, end):
+                late = admitted
     releases = np.maximum(t, eager_end)
     if late.any():  # the others from the verification's end
         for s in range(n_slots):

@@ -149,7 +149,6 @@ def open_loop_inputs(ws, sim, point: Point, models, taus, prompt: np.ndarray, ou
             light = light_lengths(ws, sim, point, setup, pair, models, taus, conf, later, acc)
     serving = Continuous(point.batch, 0, True)
     memory = memory_need(setup, pair, point.batch, point.seq_len)
-    at_most = sim.tau_light_load.active_at_most if light is not None else 0
     return PointInputs(
         setup,
         pair,
@@ -164,7 +163,7 @@ def open_loop_inputs(ws, sim, point: Point, models, taus, prompt: np.ndarray, ou
         lengths,
         memory,
         light,
-        at_most,
+        sim.tau_light_load.active_at_most,
     )
 
 

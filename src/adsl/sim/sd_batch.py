@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
+from adsl.fitting.distributions import truncated_geometric_pmf
 from adsl.perf.hardware import HardwareCatalogue, gpu_only_system
 from adsl.perf.models import ModelCatalogue
 from adsl.settings import Continuous, MicroBatching
@@ -31,32 +32,39 @@ REPLICAS, REQUESTS_PER_SLOT = 2, 4
 
 
 def per_position(tokens_per_step: float, k: int) -> float:
-    """p with (1 - p^(k+1)) / (1 - p) = ``tokens_per_step`` (1 < tokens_per_step < k + 1)."""
+    """p with expected tokens per step (accepted + 1 under ``truncated_geometric_pmf``) = ``tokens_per_step``
+    (1 < tokens_per_step < k + 1)."""
     if not 1.0 < tokens_per_step < k + 1:
         raise ValueError(f"tokens per step {tokens_per_step} outside (1, {k + 1}) for draft length {k}")
-    return float(optimize.brentq(lambda p: sum(p**j for j in range(k + 1)) - tokens_per_step, 1e-9, 1 - 1e-12))
+    emitted = np.arange(1, k + 2)
+    return float(optimize.brentq(lambda p: emitted @ truncated_geometric_pmf(p, k) - tokens_per_step, 1e-9, 1 - 1e-12))
 
 
-def predict(row, models: ModelCatalogue, hw: HardwareCatalogue, prompt_len: float | None = None, seed: int = 0) -> dict:
-    """Predicted SD and AD throughput and speedup of one anchor row (``data/anchors/sd_batch.csv``), with
-    its prompt length or ``prompt_len``."""
-    pair = models.pair(row.pair)
+def _run(row, models: ModelCatalogue, hw: HardwareCatalogue, prompt_len: float, sd: bool, seed: int = 0):
+    """The row's engine run, speculative (``sd``) or autoregressive, with prompts of ``prompt_len``."""
     system = gpu_only_system(hw.gpus[row.gpu], int(row.tp), hw.runtimes[row.runtime])
     b, k = int(row.batch), int(row.draft_length)
     n = REQUESTS_PER_SLOT * b
-    prompt = np.full((REPLICAS, n), float(row.prompt_len if prompt_len is None else prompt_len))
+    prompt = np.full((REPLICAS, n), float(prompt_len))
     out = np.full((REPLICAS, n), int(row.new_tokens))
+    serving = Continuous(b, b, prefill=True)
+    if not sd:
+        setup = Setup("AD", system, "ad", 0, GPU_ONLY, GPU_ONLY, MicroBatching())
+        return simulate_core(setup, models.pair(row.pair), Workload(prompt, out), serving)
     p = per_position(float(row.tokens_per_step), k)
     acc = np.random.default_rng(seed).random((REPLICAS, n, int(row.new_tokens) + k + 2)) < p
-    serving = Continuous(b, b, prefill=True)
-    sd = simulate_core(
-        Setup("SD", system, "sd", k, GPU_ONLY, GPU_ONLY, MicroBatching()), pair, Workload(prompt, out, acc), serving
-    )
-    ad = simulate_core(
-        Setup("AD", system, "ad", 0, GPU_ONLY, GPU_ONLY, MicroBatching()), pair, Workload(prompt, out), serving
-    )
+    setup = Setup("SD", system, "sd", k, GPU_ONLY, GPU_ONLY, MicroBatching())
+    return simulate_core(setup, models.pair(row.pair), Workload(prompt, out, acc), serving)
+
+
+def predict(row, models: ModelCatalogue, hw: HardwareCatalogue, prompt_len: float | None = None) -> dict:
+    """Predicted SD and AD throughput and speedup of one anchor row (``data/anchors/sd_batch.csv``), with
+    its prompt length or ``prompt_len``."""
+    prompt = float(row.prompt_len if prompt_len is None else prompt_len)
+    sd, ad = (_run(row, models, hw, prompt, flag) for flag in (True, False))
     emitted = float(sd.tokens.sum() / max(sd.request_rounds.sum(), 1))
     sd_tps, ad_tps = float(sd.throughput_tok_s.mean()), float(ad.throughput_tok_s.mean())
+    p = per_position(float(row.tokens_per_step), int(row.draft_length))
     return dict(p=p, tokens_per_step_sim=emitted, sd_tok_s=sd_tps, ad_tok_s=ad_tps, speedup=sd_tps / ad_tps)
 
 
@@ -65,8 +73,8 @@ def matched_prompt(row, models: ModelCatalogue, hw: HardwareCatalogue) -> float:
     the engine spends beside decoding (the prefill of prompts the source does not state, host time), fitted
     on the AD run alone, so the SD speedup predicted with it is still a prediction (nan: not reachable)."""
 
-    def gap(p):
-        return np.log(predict(row, models, hw, p)["ad_tok_s"] / float(row.ad_tok_s))
+    def gap(p):  # the AD run alone: SD plays no part in the fit
+        return np.log(float(_run(row, models, hw, p, False).throughput_tok_s.mean()) / float(row.ad_tok_s))
 
     lo, hi = 1.0, 16384.0
     if gap(lo) < 0 or gap(hi) > 0:
