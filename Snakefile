@@ -30,6 +30,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/profile.smk"
 include: "workflow/rules/fit.smk"
 include: "workflow/rules/simulate.smk"
+include: "workflow/rules/dse.smk"
 include: "workflow/rules/tables.smk"
 include: "workflow/rules/figures.smk"
 

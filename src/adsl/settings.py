@@ -12,7 +12,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-SECTIONS = ("seed", "catalogues", "anchors_dir", "extensions", "roofline", "profiling", "acceptance", "simulation")
+SECTIONS = (
+    "seed",
+    "catalogues",
+    "anchors_dir",
+    "extensions",
+    "roofline",
+    "profiling",
+    "acceptance",
+    "simulation",
+    "dse",
+)
 
 
 class SectionMissing(AttributeError):
@@ -455,6 +465,7 @@ class Settings:
     profiling: ProfilingSettings | Missing
     acceptance: AcceptanceSettings | Missing
     simulation: SimulationSettings | Missing
+    dse: DseSettings | Missing
 
     @classmethod
     def parse(cls, cfg: Mapping[str, Any]) -> Settings:
@@ -469,8 +480,97 @@ class Settings:
             "profiling": _profiling,
             "acceptance": _acceptance,
             "simulation": SimulationSettings.parse,
+            "dse": DseSettings.parse,
         }
         return cls(**{k: parsers[k](cfg[k]) if k in cfg else Missing(k) for k in SECTIONS})
+
+
+@dataclass(frozen=True)
+class DseAxis:
+    """One axis of the design-space exploration (``adsl.dse.axes``): discrete ``values``, or a range
+    ``low``..``high`` (log-spaced with ``log``; ``levels`` points on a grid; whole numbers with
+    ``integer``)."""
+
+    name: str
+    values: tuple | None = None
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    levels: int = 3
+    integer: bool = False
+
+
+@dataclass(frozen=True)
+class DseCapacity:
+    """Capacity under the SLO (``adsl.dse.capacity``): the first ``configurations`` of the sweep, each
+    system's largest Poisson rate within ``slo`` by ``steps`` bisection steps on ``requests`` arrivals."""
+
+    configurations: int
+    requests: int
+    warmup: int
+    steps: int
+    tpot_p99_s: float
+    ttft_p99_s: float | None
+
+
+@dataclass(frozen=True)
+class DseDraftTable:
+    """The deployable draft-length table (``adsl.dse.schedule``): per (batch, sequence length) bucket, the
+    fastest fixed d of each (system, pair) in ``runs``."""
+
+    runs: tuple[tuple[str, str], ...]  # (system, pair)
+    batches: tuple[int, ...]
+    seq_lens: tuple[int, ...]
+    draft_lengths: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class DseSettings:
+    """A sweep of configurations x systems (``adsl.dse``)."""
+
+    sampling: str  # sobol (a Saltelli design over a scrambled Sobol sequence) | grid
+    base_points: int  # sobol: N, a power of 2; the design has N x (axes + 2) configurations
+    seed: int
+    chunk_points: int  # configurations per job
+    systems: tuple[str, ...]
+    base: Mapping[str, Any]  # the value of every axis the sweep does not vary
+    simulation: Mapping[str, Any]  # overrides of the simulation settings for the sweep's points
+    axes: tuple[DseAxis, ...]
+    gain: tuple[str, str]  # (system, rival): the gain the winner map and the Sobol indices describe
+    winner_axes: tuple[str, str]
+    cost: Mapping[str, float]  # hardware cost proxy: per GPU and per PIM stack
+    bootstrap: int  # resamples of the Sobol indices' intervals
+    capacity: DseCapacity
+    draft_table: DseDraftTable
+
+    @classmethod
+    def parse(cls, d: Mapping[str, Any]) -> DseSettings:
+        axes = tuple(
+            DseAxis(name, **{**a, "values": tuple(a["values"]) if "values" in a else None})
+            for name, a in d["axes"].items()
+        )
+        cap, tab = d["capacity"], d["draft_table"]
+        return cls(
+            sampling=d["sampling"],
+            base_points=d["base_points"],
+            seed=d["seed"],
+            chunk_points=d["chunk_points"],
+            systems=tuple(d["systems"]),
+            base=_frozen(d["base"]),
+            simulation=_frozen(d["simulation"]),
+            axes=axes,
+            gain=tuple(d["gain"]),
+            winner_axes=tuple(d["winner_axes"]),
+            cost=_frozen(d["cost"]),
+            bootstrap=d["bootstrap"],
+            capacity=DseCapacity(**{k: v for k, v in cap.items() if k != "slo"}, **cap["slo"]),
+            draft_table=DseDraftTable(
+                runs=tuple((r["system"], r["pair"]) for r in tab["runs"]),
+                batches=tuple(tab["batches"]),
+                seq_lens=tuple(tab["seq_lens"]),
+                draft_lengths=tuple(tab["draft_lengths"]),
+            ),
+        )
 
 
 def _roofline(r: Mapping) -> RooflineSettings:

@@ -348,3 +348,32 @@ def attribution_step(
     df = run_step(ws, int(step), models_by_pair(models), _taus(tau))
     with atomic_path(rows) as tmp:
         df.to_parquet(tmp, index=False)
+
+
+# -- design-space exploration (adsl.dse) --------------------------------------------------------------
+def dse_chunk(
+    models: list, catalogues: list, part: str, chunk: str, dse: dict, simulation: dict, seed: int, tau: str
+) -> None:
+    """One chunk of the sweep's configurations (``adsl.dse.sweep.run_chunk``), one Parquet part."""
+    from adsl.dse.sweep import run_chunk
+
+    ws = _workspace({"simulation": simulation, "seed": seed, "dse": dse}, catalogues)
+    df = run_chunk(ws, int(chunk), models_by_pair(models), _taus(tau))
+    with atomic_path(part) as tmp:
+        df.to_parquet(tmp, index=False)
+
+
+def dse_points(parts: list, points: str, systems: list) -> None:
+    """The sweep's parts merged into one table, in configuration and system order."""
+    from adsl.dse.sweep import merge
+
+    df = merge([pd.read_parquet(p) for p in parts], tuple(systems))
+    with atomic_path(points) as tmp:
+        df.to_parquet(tmp, index=False)
+
+
+def dse_schedule(table: str, snippet: str) -> None:
+    """The draft-length table as serving-engine settings (``adsl.dse.schedule.schedules``), JSON."""
+    from adsl.dse.schedule import write_schedules
+
+    write_schedules(table, snippet)

@@ -153,7 +153,11 @@ def load_workspace(config: dict | str | Path, base: str | Path = ".", file: str 
                 load_hardware(files[1], hardware)
             except ConfigError as exc:
                 raise ConfigError(file, f"simulation.attribution.{i}.hardware -> {exc.field}", exc.reason) from exc
-    return Workspace(Settings.parse(cfg), models, hw, Path(base), files)
+    ws = Workspace(Settings.parse(cfg), models, hw, Path(base), files)
+    from adsl.dse.design import check_workspace
+
+    check_workspace(ws, file)
+    return ws
 
 
 def partial_workspace(sections: dict, catalogues: list[str] | None = None, base: str | Path = ".") -> Workspace:

@@ -83,12 +83,17 @@ def catalogue_inputs(reads):
     return {"catalogues": catalogue_files()} if "catalogues" in reads else {}
 
 
+# files of a named target that are not registry tables or figures
+EXTRA_TARGETS = {"dse": ["results/dse/draft_len_schedule.json"]}
+
+
 def target_files(target):
     """The figures (with their tables) and tables of a named target of the registry."""
     out = [
         f for name in REG.figure_names(target=target) for f in paths.figure_files(name)
     ]
-    return out + [REG.tables[n].path for n in REG.table_names(target=target)]
+    out += [REG.tables[n].path for n in REG.table_names(target=target)]
+    return out + EXTRA_TARGETS.get(target, [])
 
 
 def default_targets():

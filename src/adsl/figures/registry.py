@@ -115,6 +115,24 @@ def _open_loop(s: Settings, committed) -> dict[str, Any]:
     return out
 
 
+DSE_POINTS = "results/dse/points.parquet"
+DSE_CAPACITY = "results/dse/capacity.csv"
+DSE_DRAFT_TABLE = "results/dse/draft_length_table.csv"
+DSE_READS = ("simulation", "seed", "catalogues", "dse")
+
+
+def _dse_models(s: Settings, committed) -> dict[str, Any]:
+    from adsl.dse.design import pairs
+
+    categories = set(s.simulation.categories)
+    categories |= {c for a in s.dse.axes if a.name == "category" for c in (a.values or ())}
+    return {"models": paths.pair_models(pairs(s.dse), sorted(categories)), "tau": paths.TAU}
+
+
+def _dse_points(s: Settings, committed) -> dict[str, Any]:
+    return {"points": DSE_POINTS}
+
+
 TABLES = [
     TableSpec(
         "roofline_points",
@@ -349,6 +367,53 @@ TABLES = [
     ),
 ]
 
+TABLES += [
+    TableSpec(
+        "dse_capacity",
+        Ref("adsl.dse.capacity", "capacity_table"),
+        DSE_CAPACITY,
+        "simulation",
+        _dse_models,
+        DSE_READS,
+        target="dse",
+    ),
+    TableSpec(
+        "dse_draft_length_table",
+        Ref("adsl.dse.schedule", "draft_length_table"),
+        DSE_DRAFT_TABLE,
+        "simulation",
+        _dse_models,
+        DSE_READS,
+        target="dse",
+    ),
+    TableSpec(
+        "dse_winner",
+        Ref("adsl.figures.dse", "winner_table"),
+        "results/dse/winner.csv",
+        "simulation",
+        _dse_points,
+        ("dse",),
+        target="dse",
+    ),
+    TableSpec(
+        "dse_pareto",
+        Ref("adsl.figures.dse", "pareto_table"),
+        "results/dse/pareto.csv",
+        "simulation",
+        lambda s, committed: {"points": DSE_POINTS, "capacity": DSE_CAPACITY},
+        target="dse",
+    ),
+    TableSpec(
+        "dse_sensitivity",
+        Ref("adsl.figures.dse", "sensitivity_table"),
+        "results/dse/sensitivity.csv",
+        "simulation",
+        _dse_points,
+        ("dse",),
+        target="dse",
+    ),
+]
+
 FIGURES = [
     FigureSpec("fig03a_sd_vs_ad_batch", "fig03a", Ref("adsl.figures.motivation", "fig03a_sd_vs_ad_batch")),
     FigureSpec(
@@ -415,6 +480,9 @@ FIGURES = [
         Ref("adsl.figures.open_loop", "serving_latency_throughput"),
         target="serving",
     ),
+    FigureSpec("dse_winner", "dse_winner", Ref("adsl.figures.dse", "dse_winner"), target="dse"),
+    FigureSpec("dse_pareto", "dse_pareto", Ref("adsl.figures.dse", "dse_pareto"), target="dse"),
+    FigureSpec("dse_sensitivity", "dse_sensitivity", Ref("adsl.figures.dse", "dse_sensitivity"), target="dse"),
 ]
 
 

@@ -1,0 +1,144 @@
+"""The axes a sweep may vary: a registry of name -> function that lays one axis value into a
+configuration (simulation overrides, hardware-catalogue overrides, point fields, tau scale). Adding an
+axis is one function, one line in ``AXES`` and its name in the schema's list."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from adsl.config import merged
+from adsl.sim.systems import SYSTEMS
+
+
+@dataclass
+class Configuration:
+    """What a configuration changes, built axis by axis (``configure``)."""
+
+    simulation: dict = field(default_factory=dict)  # laid over the sweep's simulation settings
+    hardware: dict = field(default_factory=dict)  # laid over the hardware catalogue
+    point: dict = field(default_factory=dict)  # adsl.sim.experiment.Point fields (pair, batch, ...)
+    policy: str | None = None  # the draft-length policy of the systems that draft by the running product
+    tau_scale: float = 1.0
+
+
+def _hw(c: Configuration, over: dict) -> None:
+    c.hardware = merged(c.hardware, over)
+
+
+def _sim(c: Configuration, over: dict) -> None:
+    c.simulation = merged(c.simulation, over)
+
+
+def _pim_systems(ws) -> list[str]:
+    s = ws.settings.simulation.systems
+    return sorted({s.pim_system, s.saddle_system})
+
+
+def _all_systems(ws) -> list[str]:
+    s = ws.settings.simulation.systems
+    return sorted({s.gpu_system, s.pim_system, s.saddle_system})
+
+
+def _stacks_of(ws) -> list[str]:
+    return sorted({ws.hardware.system(n).pim.name for n in _pim_systems(ws) if ws.hardware.system(n).pim})
+
+
+def pim_stacks_per_gpu(ws, c: Configuration, v) -> None:
+    """PIM stacks per GPU of the PIM systems (memory, PIM bandwidth and the GPU's weight bandwidth scale)."""
+    _hw(c, {"systems": {n: {"stacks_per_gpu": int(v)} for n in _pim_systems(ws)}})
+
+
+def pim_bandwidth(ws, c: Configuration, v) -> None:
+    """Internal over external bandwidth of a PIM stack under its power limit (the paper's 9x)."""
+    key = "kappa_power_limited" if all(ws.hardware.pims[p].power_limited for p in _stacks_of(ws)) else "kappa_unlimited"
+    _hw(c, {"pim_stacks": {p: {key: float(v)} for p in _stacks_of(ws)}})
+
+
+def gpus(ws, c: Configuration, v) -> None:
+    """GPUs of every system, as tensor-parallel ranks (or pipeline stages where the system pipelines)."""
+    over = {}
+    for n in _all_systems(ws):
+        s = ws.hardware.system(n)
+        over[n] = {
+            "gpus": int(v),
+            **({"pipeline_stages": int(v)} if s.pipeline_stages > 1 else {"tensor_parallel": int(v)}),
+        }
+    _hw(c, {"systems": over})
+
+
+def allreduce_step_s(ws, c: Configuration, v) -> None:
+    """Seconds per step of a ring all-reduce (and of a stage-to-stage transfer) in every system's runtime."""
+    runtimes = sorted({ws.hardware.system(n).runtime.name for n in _all_systems(ws)})
+    _hw(c, {"runtimes": {r: {"allreduce_step_s": float(v)} for r in runtimes}})
+
+
+def queries_per_pass(ws, c: Configuration, v) -> None:
+    """Query vectors a PIM PE holds per K/V sweep."""
+    _hw(c, {"pim_stacks": {p: {"queries_per_pass": int(v)} for p in _stacks_of(ws)}})
+
+
+def pool_tokens(ws, c: Configuration, v) -> None:
+    """The Shared Pool's capacity C (tokens)."""
+    _sim(c, {"systems": {"pool_tokens": int(v)}})
+
+
+def micro_batches(ws, c: Configuration, v) -> None:
+    """Micro-batches (Draft Generators) of the PIM systems; the search still may verify one batch."""
+    _sim(c, {"systems": {n: {"micro_batches": int(v)} for n in _pim_systems(ws)}})
+
+
+def _point(name: str, cast: Callable) -> Callable:
+    def apply(ws, c: Configuration, v) -> None:
+        c.point[name] = cast(v)
+
+    apply.__doc__ = f"The point's {name}."
+    return apply
+
+
+def policy(ws, c: Configuration, v) -> None:
+    """The draft-length policy of the systems that draft by the running product (SADDLE and its ablations)."""
+    c.policy = str(v)
+
+
+def tau_scale(ws, c: Configuration, v) -> None:
+    """tau of every category times this factor."""
+    c.tau_scale = float(v)
+
+
+def category(ws, c: Configuration, v) -> None:
+    """Every request of one category (the default cycles through the configured ones)."""
+    _sim(c, {"categories": [str(v)]})
+
+
+AXES: dict[str, Callable[[Any, Configuration, Any], None]] = {
+    "pim_stacks_per_gpu": pim_stacks_per_gpu,
+    "pim_bandwidth": pim_bandwidth,
+    "gpus": gpus,
+    "allreduce_step_s": allreduce_step_s,
+    "queries_per_pass": queries_per_pass,
+    "pool_tokens": pool_tokens,
+    "micro_batches": micro_batches,
+    "pair": _point("pair", str),
+    "policy": policy,
+    "tau_scale": tau_scale,
+    "draft_length": _point("draft_length", int),
+    "batch": _point("batch", int),
+    "seq_len": _point("seq_len", int),
+    "category": category,
+}
+
+
+def configure(ws, values: dict[str, Any]) -> Configuration:
+    """The configuration of one row of the design (axis name -> value)."""
+    c = Configuration()
+    for name, v in values.items():
+        AXES[name](ws, c, v)
+    return c
+
+
+def own_policy(system: str) -> str | None:
+    """The registered system's own draft-length policy (None: not speculative)."""
+    entry = SYSTEMS.get(system)
+    return entry.policy if entry is not None and entry.speculative else None

@@ -1,0 +1,133 @@
+"""The configurations of a sweep: a full grid of the axes' values, or a Saltelli design over a scrambled
+Sobol sequence (Saltelli et al., Comput. Phys. Commun. 2010): matrices A and B of N points each and, per
+axis i, A with its column i taken from B. The same design feeds the winner map, the Pareto fronts and the
+Sobol indices (``adsl.dse.sensitivity``). A configuration's row depends only on the settings, so any job
+can rebuild the design and run its chunk."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+
+from adsl.errors import ConfigError
+from adsl.settings import DseAxis, DseSettings
+
+BLOCK_A, BLOCK_B = "A", "B"
+
+
+def ab_block(axis: str) -> str:
+    """The block of A with axis ``axis``'s column from B."""
+    return f"AB:{axis}"
+
+
+def from_unit(axis: DseAxis, u: np.ndarray) -> list:
+    """Axis values at points ``u`` of [0, 1): equal-width cells of the listed values, or the range
+    (log-spaced with ``log``, rounded with ``integer``)."""
+    if axis.values is not None:
+        n = len(axis.values)
+        return [axis.values[i] for i in np.minimum((u * n).astype(int), n - 1)]
+    lo, hi = float(axis.low), float(axis.high)
+    x = np.exp(np.log(lo) + u * (np.log(hi) - np.log(lo))) if axis.log else lo + u * (hi - lo)
+    return [int(v) for v in np.round(x)] if axis.integer else [float(v) for v in x]
+
+
+def grid_values(axis: DseAxis) -> list:
+    """The values of an axis on a grid: the listed values, or ``levels`` points spanning the range."""
+    if axis.values is not None:
+        return list(axis.values)
+    lo, hi = float(axis.low), float(axis.high)
+    x = np.geomspace(lo, hi, axis.levels) if axis.log else np.linspace(lo, hi, axis.levels)
+    return [int(v) for v in np.round(x)] if axis.integer else [float(v) for v in x]
+
+
+def check(dse: DseSettings, file: str = "config") -> None:
+    """Ranges that a design can sample; Sobol's N a power of 2 (its balance properties)."""
+    for a in dse.axes:
+        where = f"dse.axes.{a.name}"
+        if a.values is None and not a.low < a.high:
+            raise ConfigError(file, where, f"low ({a.low}) must be below high ({a.high})")
+        if a.values is None and a.log and a.low <= 0:
+            raise ConfigError(file, where, f"a log range needs low > 0, got {a.low}")
+    n = dse.base_points
+    if dse.sampling == "sobol" and n & (n - 1):
+        raise ConfigError(file, "dse.base_points", f"{n} is not a power of 2 (Sobol sequences balance at 2^m points)")
+    for name in dse.winner_axes:
+        if name not in [a.name for a in dse.axes]:
+            raise ConfigError(
+                file, "dse.winner_axes", f"{name!r} is not an axis of the sweep: {[a.name for a in dse.axes]}"
+            )
+
+
+def check_workspace(ws, file: str = "config") -> None:
+    """Everything a sweep needs, before any job: its axes (``check``), registered systems, known pairs,
+    the gain's systems among the sweep's, and its simulation overrides valid as simulation settings."""
+    from adsl.sim.systems import SYSTEMS
+
+    dse = ws.settings.dse
+    check(dse, file)
+    for field, names in (("dse.systems", dse.systems), ("dse.gain", dse.gain)):
+        for s in names:
+            if s not in SYSTEMS:
+                raise ConfigError(file, field, f"unknown system {s!r}; registered: {sorted(SYSTEMS)}")
+    if dse.gain[0] not in dse.systems or dse.gain[1] not in dse.systems:
+        raise ConfigError(file, "dse.gain", f"{list(dse.gain)} must both be among dse.systems {list(dse.systems)}")
+    for p in pairs(dse):
+        if p not in ws.models.pairs:
+            raise ConfigError(file, "dse", f"unknown pair {p!r}; the catalogue has {sorted(ws.models.pairs)}")
+    for s, _ in dse.draft_table.runs:
+        if s not in SYSTEMS:
+            raise ConfigError(file, "dse.draft_table.runs", f"unknown system {s!r}; registered: {sorted(SYSTEMS)}")
+    ws.settings.simulation.with_overrides(dse.simulation, f"{file}: dse.simulation")
+
+
+def pairs(dse: DseSettings) -> list[str]:
+    """Every pair a sweep, its capacity search and its draft-length table simulate."""
+    out = [dse.base["pair"]] + [p for a in dse.axes if a.name == "pair" for p in (a.values or ())]
+    return sorted(set(out) | {p for _, p in dse.draft_table.runs})
+
+
+def design(dse: DseSettings) -> pd.DataFrame:
+    """One row per configuration: ``configuration`` (its number), ``block`` (grid, A, B or AB:<axis>),
+    ``sample`` (its row of A / B) and each axis's value."""
+    check(dse)
+    names = [a.name for a in dse.axes]
+    if dse.sampling == "grid":
+        rows = list(itertools.product(*(grid_values(a) for a in dse.axes)))
+        df = pd.DataFrame(rows, columns=names)
+        df.insert(0, "sample", np.arange(len(df)))
+        df.insert(0, "block", "grid")
+    else:
+        from scipy.stats import qmc  # here: load_workspace checks the settings without scipy.stats
+
+        k, n = len(names), dse.base_points
+        u = qmc.Sobol(d=2 * k, scramble=True, seed=dse.seed).random_base2(int(np.log2(n)))
+        a, b = u[:, :k], u[:, k:]
+        parts = [(BLOCK_A, a), (BLOCK_B, b)]
+        for i, name in enumerate(names):
+            ab = a.copy()
+            ab[:, i] = b[:, i]
+            parts.append((ab_block(name), ab))
+        frames = []
+        for block, m in parts:
+            f = pd.DataFrame({a.name: from_unit(a, m[:, i]) for i, a in enumerate(dse.axes)})
+            f.insert(0, "sample", np.arange(n))
+            f.insert(0, "block", block)
+            frames.append(f)
+        df = pd.concat(frames, ignore_index=True)
+    df.insert(0, "configuration", np.arange(len(df)))
+    return df
+
+
+def chunks(dse: DseSettings) -> int:
+    """Jobs the sweep is split into."""
+    return -(-len(design(dse)) // dse.chunk_points)
+
+
+def chunk(dse: DseSettings, k: int) -> pd.DataFrame:
+    """The configurations of chunk ``k``."""
+    d = design(dse)
+    if not 0 <= k < -(-len(d) // dse.chunk_points):
+        raise ValueError(f"chunk {k} is outside 0..{chunks(dse) - 1}")
+    return d.iloc[k * dse.chunk_points : (k + 1) * dse.chunk_points]
