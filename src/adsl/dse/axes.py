@@ -130,6 +130,10 @@ AXES: dict[str, Callable[[Any, Configuration, Any], None]] = {
 }
 
 
+# the workload's axes: what a capacity search holds at ``dse.base`` so capacities compare hardware and serving
+WORKLOAD = ("pair", "seq_len", "category")
+
+
 def configure(ws, values: dict[str, Any]) -> Configuration:
     """The configuration of one row of the design (axis name -> value)."""
     c = Configuration()

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from adsl.config import merged
-from adsl.dse.axes import configure, own_policy
+from adsl.dse.axes import WORKLOAD, configure, own_policy
 from adsl.dse.design import design
 from adsl.dse.sweep import cost_proxy
 from adsl.fitting.modelfile import read_model
@@ -116,13 +116,15 @@ def system_capacity(wc, point: Point, models, taus, spec: DseCapacity, seed: int
 
 def capacity_table(ws, models: list[str], tau: str) -> pd.DataFrame:
     """One row per (configuration, system) of the sweep's first ``dse.capacity.configurations``
-    configurations: the largest Poisson rate within the SLO and its latencies there."""
+    configurations: the largest Poisson rate within the SLO and its latencies there. The workload's axes
+    (``WORKLOAD``: pair, sequence length, category) stay at ``dse.base`` and the default categories, so the
+    capacities compare hardware and serving settings on one workload."""
     from adsl.fitting.tau import read_taus
     from adsl.paths import models_by_pair
 
     dse, spec = ws.settings.dse, ws.settings.dse.capacity
     model_paths, taus = models_by_pair(models), read_taus(tau)
-    axes = [a.name for a in dse.axes]
+    axes = [a.name for a in dse.axes if a.name not in WORKLOAD]
     rows = []
     confs = design(dse).head(spec.configurations)
     loaded: dict = {}

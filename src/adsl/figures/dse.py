@@ -92,7 +92,9 @@ def dse_winner(ws: Workspace, df: pd.DataFrame):
             for j in range(grid.shape[1]):
                 g = vals[i, j]
                 text = f"{win.iloc[i, j]}\n{share.iloc[i, j]:.0%}" + (f"\n{g:.2f}x" if np.isfinite(g) else "")
-                ax.text(j, i, text, ha="center", va="center", fontsize=6)
+                dark = np.isfinite(g) and abs(norm(g) - 0.5) > 0.3  # white on the saturated ends of the scale
+                ax.text(j, i, text, ha="center", va="center", fontsize=6, color="white" if dark else "black")
+        ax.grid(False)
         ax.set(xlabel=x, ylabel=y, title=f"Throughput {title}")
         fig.colorbar(im, ax=ax, shrink=0.8)
     fig.suptitle("Design space: who wins where (most frequent winner, its share of the cell, the gain)", y=1.02)
