@@ -91,6 +91,36 @@ def test_chunks_partition_the_design():
         ({"systems": ["GPU-AD", "SADDLE"]}, "dse.gain", "must both be among"),
         ({"base": {"pair": "GPT-5"}}, "dse", "unknown pair 'GPT-5'"),
         ({"simulation": {"replicas": 0}}, "simulation.replicas", "minimum"),
+        (
+            {"axes": {"batch": {"values": [8, 2048]}}, "winner_axes": ["batch", "batch"]},
+            "dse.axes.batch",
+            "2048 is not a whole number in 1..1024",
+        ),
+        (
+            {"axes": {"gpus": {"values": [0, 8]}}, "winner_axes": ["gpus", "gpus"]},
+            "dse.axes.gpus",
+            "0 gives an invalid configuration",
+        ),
+        (
+            {"axes": {"pool_tokens": {"low": 64, "high": 1e6}}, "winner_axes": ["pool_tokens", "pool_tokens"]},
+            "dse.axes.pool_tokens",
+            "1000000.0 gives",
+        ),
+        (
+            {"axes": {"category": {"values": ["poetry"]}}, "winner_axes": ["category", "category"]},
+            "dse.axes.category",
+            "unknown category 'poetry'",
+        ),
+        (
+            {"axes": {"policy": {"values": ["magic"]}}, "winner_axes": ["policy", "policy"]},
+            "dse.axes.policy",
+            "unknown policy 'magic'",
+        ),
+        (
+            {"axes": {"pair": {"values": ["OPT-66B", "nope"]}}, "winner_axes": ["pair", "pair"]},
+            "dse",
+            "unknown pair 'nope'",
+        ),
     ],
 )
 def test_bad_sweep_settings_stop_before_any_work_with_the_field_named(dse, field, message):

@@ -16,7 +16,11 @@ SWEEP = {
     "gain": ["SADDLE", "PIM-SD"],
     "base": {"pair": "OPT-66B", "batch": 4, "seq_len": 256, "draft_length": 4},
     "simulation": {"replicas": 2, "batching": {"requests_per_slot": 3}},
-    "axes": {"pim_stacks_per_gpu": {"values": [4, 6]}, "pool_tokens": {"values": [4, 64]}},
+    "axes": {
+        "pim_stacks_per_gpu": {"values": [4, 6]},
+        "pool_tokens": {"values": [4, 64]},
+        "policy": {"values": ["fixed"]},
+    },
     "winner_axes": ["pim_stacks_per_gpu", "pool_tokens"],
 }
 
@@ -33,6 +37,14 @@ def test_one_chunk_or_several_in_any_order_give_the_same_table(model_paths, taus
     # the axes moved what they should: more stacks, more PIM memory; AD does not read the pool
     pim = one[one.system == "PIM-SD"].set_index("pim_stacks_per_gpu")
     assert (pim.memory_available_gb.loc[6].to_numpy() > pim.memory_available_gb.loc[4].to_numpy()).all()
+    # the policy axis sets the policy of the systems that draft by the running product, and stays the axis's
+    assert (one.policy == "fixed").all()
+    big = one[one.pool_tokens == 64]
+    assert set(zip(big.system, big.system_policy, strict=True)) == {
+        ("GPU-AD", "fixed"),
+        ("PIM-SD", "fixed"),
+        ("SADDLE", "fixed"),
+    }
     ad = one[one.system == "GPU-AD"]
     assert ad.throughput_tok_s.nunique() == 1 and (ad.cost_proxy == 8.0).all()
     assert (one[one.system == "PIM-SD"].cost_proxy.to_numpy() == 8 + 0.1 * 8 * np.array([4, 4, 6, 6])).all()

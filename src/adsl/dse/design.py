@@ -11,8 +11,9 @@ import itertools
 import numpy as np
 import pandas as pd
 
+from adsl.config import merged
 from adsl.errors import ConfigError
-from adsl.settings import DseAxis, DseSettings
+from adsl.settings import DseAxis, DseSettings, plain
 
 BLOCK_A, BLOCK_B = "A", "B"
 
@@ -80,6 +81,65 @@ def check_workspace(ws, file: str = "config") -> None:
         if s not in SYSTEMS:
             raise ConfigError(file, "dse.draft_table.runs", f"unknown system {s!r}; registered: {sorted(SYSTEMS)}")
     ws.settings.simulation.with_overrides(dse.simulation, f"{file}: dse.simulation")
+    values = {a.name: list(a.values) if a.values is not None else [a.low, a.high] for a in dse.axes}
+    for name, vs in values.items():
+        for v in vs:
+            _check_value(ws, name, v, file)
+    # the settings and catalogue each value makes are valid: the schemas bound numbers by ranges, so every
+    # axis at its smallest and at its largest value at once (a value per axis, one check each, on failure)
+    numeric = {n: vs for n, vs in values.items() if all(isinstance(v, (int, float)) for v in vs)}
+    for pick in (min, max):
+        if not _valid(ws, {n: pick(vs) for n, vs in numeric.items()}):
+            for n, vs in numeric.items():
+                for v in vs:
+                    _check_overrides(ws, n, v, file)
+
+
+# a point field's allowed range (as an experiment's, config/schema.yaml)
+POINT_RANGES = {"batch": (1, 1024), "seq_len": (2, 131072), "draft_length": (1, 64)}
+
+
+def _check_value(ws, name: str, v, file: str) -> None:
+    """One axis value: a point field in range, a known pair, policy or category."""
+    from adsl.sim.policies import POLICIES
+
+    where = f"dse.axes.{name}"
+    if name in POINT_RANGES:
+        lo, hi = POINT_RANGES[name]
+        if not (isinstance(v, int) and lo <= v <= hi):
+            raise ConfigError(file, where, f"{v!r} is not a whole number in {lo}..{hi}")
+    if name == "pair" and v not in ws.models.pairs:
+        raise ConfigError(file, where, f"unknown pair {v!r}; the catalogue has {sorted(ws.models.pairs)}")
+    if name == "policy" and v not in POLICIES:
+        raise ConfigError(file, where, f"unknown policy {v!r}; registered: {sorted(POLICIES)}")
+    if name == "category" and v not in ws.settings.acceptance.categories:
+        raise ConfigError(file, where, f"unknown category {v!r}; fitted: {list(ws.settings.acceptance.categories)}")
+    if name == "tau_scale" and not v > 0:
+        raise ConfigError(file, where, f"{v!r} must be > 0")
+
+
+def _apply(ws, values: dict) -> None:
+    """The settings and hardware catalogue a configuration makes (checked against their schemas)."""
+    from adsl.dse.axes import configure
+
+    c = configure(ws, values)
+    ws.with_overrides(merged(plain(ws.settings.dse.simulation), c.simulation), c.hardware)
+
+
+def _valid(ws, values: dict) -> bool:
+    try:
+        _apply(ws, values)
+    except (ConfigError, ValueError):
+        return False
+    return True
+
+
+def _check_overrides(ws, name: str, v, file: str) -> None:
+    """One axis value's settings and hardware catalogue, valid; else an error naming the axis."""
+    try:
+        _apply(ws, {name: v})
+    except (ConfigError, ValueError) as exc:
+        raise ConfigError(file, f"dse.axes.{name}", f"{v!r} gives an invalid configuration: {exc}") from exc
 
 
 def pairs(dse: DseSettings) -> list[str]:

@@ -37,7 +37,7 @@ KEEP = (
 
 # the row of a point the system cannot run: no numbers, not fitting, the reason in ``error``
 FAILED = {
-    "policy": "",
+    "system_policy": "",
     "hardware": "",
     **{k: float("nan") for k in KEEP[1:]},
     "fits_memory": False,
@@ -76,7 +76,13 @@ def run_configuration(ws, values: dict, models: dict, taus: dict) -> list[dict]:
         kept["search_configuration"] = kept.pop("configuration")
         hw = wc.hardware.system(row["hardware"])
         rows.append(
-            {"system": system, "policy": row["policy"], **kept, "cost_proxy": cost_proxy(hw, dse.cost), "error": ""}
+            {
+                "system": system,
+                "system_policy": row["policy"],
+                **kept,
+                "cost_proxy": cost_proxy(hw, dse.cost),
+                "error": "",
+            }
         )
     return rows
 
