@@ -15,11 +15,11 @@ TOTAL = [0.5576, 0.4424, 0.2437]
 
 
 def test_the_design_and_estimator_recover_ishigami_indices():
-    span = {"low": -np.pi, "high": np.pi}
+    span = {"low": 1.0, "high": 1.0 + 2 * np.pi}  # axes take physical values: [-pi, pi] shifted by 1 + pi
     axes = {"allreduce_step_s": span, "tau_scale": span, "pim_bandwidth": span}
     ws = sweep_workspace({"base_points": 4096, "seed": 3, "axes": axes, "winner_axes": ["tau_scale", "pim_bandwidth"]})
     d = design(ws.settings.dse)
-    x1, x2, x3 = (d[a].to_numpy() for a in axes)
+    x1, x2, x3 = (d[a].to_numpy() - 1.0 - np.pi for a in axes)
     d["y"] = np.sin(x1) + 7 * np.sin(x2) ** 2 + 0.1 * x3**4 * np.sin(x1)
     out = indices(d, list(axes), resamples=200, seed=0)
     assert out.first_order.to_numpy() == pytest.approx(FIRST, abs=0.03)
