@@ -130,6 +130,19 @@ AXES: dict[str, Callable[[Any, Configuration, Any], None]] = {
 }
 
 
+# what each axis takes: whole numbers, numbers or names (a range needs a numeric axis)
+WHOLE = (
+    "pim_stacks_per_gpu",
+    "gpus",
+    "queries_per_pass",
+    "pool_tokens",
+    "micro_batches",
+    "draft_length",
+    "batch",
+    "seq_len",
+)
+NAMES = ("pair", "policy", "category")
+
 # the workload's axes: what a capacity search holds at ``dse.base`` so capacities compare hardware and serving
 WORKLOAD = ("pair", "seq_len", "category")
 

@@ -63,7 +63,9 @@ def check(dse: DseSettings, file: str = "config") -> None:
 
 def check_workspace(ws, file: str = "config") -> None:
     """Everything a sweep needs, before any job: its axes (``check``), registered systems, known pairs,
-    the gain's systems among the sweep's, and its simulation overrides valid as simulation settings."""
+    the gain's systems among the sweep's, its simulation overrides valid as simulation settings, and every
+    axis value of the right kind, in range and valid in the settings and catalogue it makes."""
+    from adsl.dse.axes import NAMES
     from adsl.sim.systems import SYSTEMS
 
     dse = ws.settings.dse
@@ -74,17 +76,20 @@ def check_workspace(ws, file: str = "config") -> None:
                 raise ConfigError(file, field, f"unknown system {s!r}; registered: {sorted(SYSTEMS)}")
     if dse.gain[0] not in dse.systems or dse.gain[1] not in dse.systems:
         raise ConfigError(file, "dse.gain", f"{list(dse.gain)} must both be among dse.systems {list(dse.systems)}")
+    ws.settings.simulation.with_overrides(dse.simulation, f"{file}: dse.simulation")
+    for a in dse.axes:
+        if a.values is None and a.name in NAMES:
+            raise ConfigError(file, f"dse.axes.{a.name}", "takes names: give `values`, not a range")
+    values = {a.name: list(a.values) if a.values is not None else [a.low, a.high] for a in dse.axes}
+    for name, vs in values.items():
+        for v in vs:
+            _check_value(ws, name, v, file)
     for p in pairs(dse):
         if p not in ws.models.pairs:
             raise ConfigError(file, "dse", f"unknown pair {p!r}; the catalogue has {sorted(ws.models.pairs)}")
     for s, _ in dse.draft_table.runs:
         if s not in SYSTEMS:
             raise ConfigError(file, "dse.draft_table.runs", f"unknown system {s!r}; registered: {sorted(SYSTEMS)}")
-    ws.settings.simulation.with_overrides(dse.simulation, f"{file}: dse.simulation")
-    values = {a.name: list(a.values) if a.values is not None else [a.low, a.high] for a in dse.axes}
-    for name, vs in values.items():
-        for v in vs:
-            _check_value(ws, name, v, file)
     # the settings and catalogue each value makes are valid: the schemas bound numbers by ranges, so every
     # axis at its smallest and at its largest value at once (a value per axis, one check each, on failure)
     numeric = {n: vs for n, vs in values.items() if all(isinstance(v, (int, float)) for v in vs)}
@@ -101,9 +106,16 @@ POINT_RANGES = {"batch": (1, 1024), "seq_len": (2, 131072), "draft_length": (1, 
 
 def _check_value(ws, name: str, v, file: str) -> None:
     """One axis value: a point field in range, a known pair, policy or category."""
+    from adsl.dse.axes import NAMES, WHOLE
     from adsl.sim.policies import POLICIES
 
     where = f"dse.axes.{name}"
+    if name in NAMES and not isinstance(v, str):
+        raise ConfigError(file, where, f"{v!r} is not a name (a list of names is expected)")
+    if name not in NAMES and (isinstance(v, bool) or not isinstance(v, (int, float))):
+        raise ConfigError(file, where, f"{v!r} is not a number")
+    if name in WHOLE and not float(v).is_integer():
+        raise ConfigError(file, where, f"{v!r} is not a whole number")
     if name in POINT_RANGES:
         lo, hi = POINT_RANGES[name]
         if not (isinstance(v, int) and lo <= v <= hi):
