@@ -206,6 +206,9 @@ def _cross_checks(cfg: dict, file: str) -> None:
                 f"profiling.runs.{i}.min_new_tokens",
                 f"{run['min_new_tokens']} exceeds max_new_tokens ({run['max_new_tokens']}); allowed: <= max_new_tokens",
             )
+    dse = cfg["dse"]
+    if dse["sweep"] not in dse["sweeps"]:
+        raise ConfigError(file, "dse.sweep", f"{dse['sweep']!r} is not one of dse.sweeps: {sorted(dse['sweeps'])}")
     ol = cfg["simulation"]["open_loop"]
     if ol["warmup"] >= ol["requests"]:
         raise ConfigError(

@@ -526,7 +526,7 @@ class DseDraftTable:
 
 @dataclass(frozen=True)
 class DseSettings:
-    """A sweep of configurations x systems (``adsl.dse``)."""
+    """A sweep of configurations x systems (``adsl.dse``): the one ``dse.sweep`` names."""
 
     sampling: str  # sobol (a Saltelli design over a scrambled Sobol sequence) | grid
     base_points: int  # sobol: N, a power of 2; the design has N x (axes + 2) configurations
@@ -544,7 +544,9 @@ class DseSettings:
     draft_table: DseDraftTable
 
     @classmethod
-    def parse(cls, d: Mapping[str, Any]) -> DseSettings:
+    def parse(cls, block: Mapping[str, Any]) -> DseSettings:
+        """The selected sweep (``sweep``) of a validated ``dse`` block."""
+        d = block["sweeps"][block["sweep"]]
         axes = tuple(
             DseAxis(name, **{**a, "values": tuple(a["values"]) if "values" in a else None})
             for name, a in d["axes"].items()

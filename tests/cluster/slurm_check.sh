@@ -115,14 +115,17 @@ log "PASS: ${#TARGETS[@]} outputs byte-identical between SLURM and local runs"
 # run as SLURM jobs, and their merged table must equal the local run's to the byte.
 cat > "$WORK/dse.yaml" <<YAML
 dse:
-  sampling: grid
-  chunk_points: 1
-  systems: [GPU-AD, PIM-SD]
-  gain: [PIM-SD, GPU-AD]
-  base: {pair: OPT-66B, batch: 4, seq_len: 256, draft_length: 4}
-  simulation: {replicas: 2, batching: {requests_per_slot: 3}}
-  axes: {pim_stacks_per_gpu: {values: [4, 6]}, allreduce_step_s: {values: [2.0e-6, 6.0e-6]}}
-  winner_axes: [pim_stacks_per_gpu, allreduce_step_s]
+  sweep: slurm-check
+  sweeps:
+    slurm-check:
+      sampling: grid
+      chunk_points: 1
+      systems: [GPU-AD, PIM-SD]
+      gain: [PIM-SD, GPU-AD]
+      base: {pair: OPT-66B, batch: 4, seq_len: 256, draft_length: 4}
+      simulation: {replicas: 2, batching: {requests_per_slot: 3}}
+      axes: {pim_stacks_per_gpu: {values: [4, 6]}, allreduce_step_s: {values: [2.0e-6, 6.0e-6]}}
+      winner_axes: [pim_stacks_per_gpu, allreduce_step_s]
 YAML
 DSE_TARGET=results/dse/points.parquet
 for run in local slurm; do

@@ -14,7 +14,7 @@ def sweep_workspace(dse: dict, **simulation):
     """The shipped configuration with ``dse`` as its sweep (catalogues by absolute path)."""
     cfg = read_yaml(ROOT / "config" / "config.yaml")
     cfg["catalogues"] = {k: str(ROOT / v) for k, v in cfg["catalogues"].items()}
-    cfg["dse"] = dse
+    cfg["dse"] = {"sweep": "test", "sweeps": {"test": dse}}
     cfg["simulation"].update(simulation)
     return load_workspace(cfg, base=ROOT)
 

@@ -67,7 +67,17 @@ def profiling_prompts(wc):
 def sections(names):
     """The configuration sections a registry function reads: its rule's params, nothing else (the
     catalogues it reads are its input files instead, ``catalogue_inputs``)."""
-    return {k: config[k] for k in names if k != "catalogues"}
+    return {
+        k: dse_section() if k == "dse" else config[k]
+        for k in names
+        if k != "catalogues"
+    }
+
+
+def dse_section():
+    """The `dse` block with only the sweep it runs (editing another sweep reruns nothing)."""
+    name = config["dse"]["sweep"]
+    return {"sweep": name, "sweeps": {name: config["dse"]["sweeps"][name]}}
 
 
 def catalogue_files():

@@ -29,7 +29,7 @@ rule dse_chunk:
         runtime=60,
         cpus_per_task=1,
     params:
-        dse=config["dse"],
+        dse=dse_section(),
         simulation=simulation_params(),
         seed=config["seed"],
     script:
@@ -50,7 +50,7 @@ rule dse_points:
         runtime=10,
         cpus_per_task=1,
     params:
-        systems=config["dse"]["systems"],
+        systems=list(SETTINGS.dse.systems),
     script:
         "../scripts/dse_points.py"
 
