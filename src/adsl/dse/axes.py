@@ -155,6 +155,44 @@ def configure(ws, values: dict[str, Any]) -> Configuration:
     return c
 
 
+@dataclass(frozen=True)
+class Configured:
+    """One configuration ready to simulate: its workspace (settings and catalogue with the overrides laid
+    over them) and what its points share."""
+
+    ws: Any
+    fields: dict  # pair, batch, seq_len, draft_length
+    policy: str | None
+    tau_scale: float
+
+    @property
+    def pair(self) -> str:
+        return self.fields["pair"]
+
+    def point(self, system: str):
+        """The system's point (its own policy unless the policy axis sets a running-product system's)."""
+        from adsl.sim.experiment import Point
+
+        policy = self.policy if self.policy and own_policy(system) == "running_product" else None
+        f = self.fields
+        return Point(f["pair"], system, f["batch"], f["draft_length"], f["seq_len"], "warn", policy)
+
+    def taus(self, taus: dict) -> dict | None:
+        """tau per category of the configuration's pair, scaled (None: no tau for the pair)."""
+        return {k: t * self.tau_scale for k, t in taus.get(self.pair, {}).items()} or None
+
+
+def configured(ws, values: dict[str, Any], workload: bool = True) -> Configured:
+    """The configuration of one row of the design, laid over the sweep's settings; ``workload`` False
+    keeps the workload axes (``WORKLOAD``) at the sweep's base."""
+    from adsl.settings import plain
+
+    dse = ws.settings.dse
+    c = configure(ws, {k: v for k, v in values.items() if workload or k not in WORKLOAD})
+    wc = ws.with_overrides(merged(plain(dse.simulation), c.simulation), c.hardware)
+    return Configured(wc, {**dse.base, **c.point}, c.policy, c.tau_scale)
+
+
 def own_policy(system: str) -> str | None:
     """The registered system's own draft-length policy (None: not speculative)."""
     entry = SYSTEMS.get(system)

@@ -13,13 +13,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from adsl.config import merged
-from adsl.dse.axes import WORKLOAD, configure, own_policy
+from adsl.dse.axes import WORKLOAD, configured
 from adsl.dse.design import design
 from adsl.dse.sweep import cost_proxy
 from adsl.fitting.modelfile import read_model
 from adsl.progress import progress
-from adsl.settings import DseCapacity, LengthDist, plain
+from adsl.settings import DseCapacity, LengthDist
 from adsl.sim.experiment import Point, search_point
 from adsl.sim.openloop import (
     LoadPoint,
@@ -130,19 +129,14 @@ def capacity_table(ws, models: list[str], tau: str) -> pd.DataFrame:
     loaded: dict = {}
     for _, conf in progress(list(confs.iterrows()), "dse capacity: configuration"):
         values = {a: conf[a] for a in axes}
-        c = configure(ws, values)
-        wc = ws.with_overrides(merged(plain(dse.simulation), c.simulation), c.hardware)
-        fields = {**dse.base, **c.point}
-        pair = fields["pair"]
-        if pair not in loaded:
-            loaded[pair] = {k: read_model(f) for k, f in model_paths[pair].items()}
-        tau_c = {k: t * c.tau_scale for k, t in taus.get(pair, {}).items()} or None
+        c = configured(ws, values, workload=False)
+        if c.pair not in loaded:
+            loaded[c.pair] = {k: read_model(f) for k, f in model_paths[c.pair].items()}
+        output = c.ws.settings.simulation.open_loop.output_len
         for system in dse.systems:
-            policy = c.policy if c.policy and own_policy(system) == "running_product" else None
-            point = Point(pair, system, fields["batch"], fields["draft_length"], fields["seq_len"], "warn", policy)
-            output = wc.settings.simulation.open_loop.output_len
-            res = system_capacity(wc, point, loaded[pair], tau_c, spec, ws.settings.seed, output)
-            cost = cost_proxy(wc.hardware.system(_hardware(wc, point)), dse.cost)
+            point = c.point(system)
+            res = system_capacity(c.ws, point, loaded[c.pair], c.taus(taus), spec, ws.settings.seed, output)
+            cost = cost_proxy(c.ws.hardware.system(_hardware(c.ws, point)), dse.cost)
             rows.append(
                 {"configuration": int(conf["configuration"]), **values, "system": system, **res, "cost_proxy": cost}
             )

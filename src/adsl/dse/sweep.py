@@ -8,12 +8,10 @@ import time
 
 import pandas as pd
 
-from adsl.config import merged
-from adsl.dse.axes import configure, own_policy
+from adsl.dse.axes import configured
 from adsl.dse.design import chunk, chunks
 from adsl.fitting.modelfile import read_model
-from adsl.settings import plain
-from adsl.sim.experiment import Point, run_point
+from adsl.sim.experiment import run_point
 from adsl.sim.setup import SimError
 
 # what a point's row keeps (adsl.sim.experiment.point_row and the search's columns)
@@ -35,16 +33,21 @@ KEEP = (
     "pim_util",
 )
 
-# the row of a point the system cannot run: no numbers, not fitting, the reason in ``error``
-FAILED = {
-    "system_policy": "",
-    "hardware": "",
-    **{k: float("nan") for k in KEEP[1:]},
-    "fits_memory": False,
-    "configuration": "",
-}
-FAILED["search_configuration"] = FAILED.pop("configuration")
-FAILED["cost_proxy"] = float("nan")
+
+def point_columns(system: str, row: dict | None, cost: float, error: str) -> dict:
+    """A point's columns in one order, from its experiment row (``KEEP``), or empty where the system cannot
+    run the configuration (``row`` None: no numbers, not fitting, the reason in ``error``)."""
+    kept = {k: (row[k] if row is not None else float("nan")) for k in KEEP if k != "configuration"}
+    if row is None:
+        kept.update(hardware="", fits_memory=False)
+    return {
+        "system": system,
+        "system_policy": row["policy"] if row is not None else "",
+        **kept,
+        "search_configuration": row["configuration"] if row is not None else "",
+        "cost_proxy": cost,
+        "error": error,
+    }
 
 
 def cost_proxy(system, cost) -> float:
@@ -56,34 +59,19 @@ def run_configuration(ws, values: dict, models: dict, taus: dict) -> list[dict]:
     """Rows of every sweep system at one configuration (axis name -> value). ``models``: pair -> category
     -> acceptance model; ``taus``: pair -> category -> tau."""
     dse = ws.settings.dse
-    c = configure(ws, values)
-    wc = ws.with_overrides(merged(plain(dse.simulation), c.simulation), c.hardware)
-    sim = wc.settings.simulation
-    fields = {**dse.base, **c.point}
-    pair = fields["pair"]
-    tau = {k: t * c.tau_scale for k, t in taus.get(pair, {}).items()} or None
+    c = configured(ws, values)
+    sim = c.ws.settings.simulation
+    tau = c.taus(taus)
     drawn: dict = {}  # the configuration's streams, drawn once for its systems (its categories)
     rows = []
     for system in dse.systems:
-        policy = c.policy if c.policy and own_policy(system) == "running_product" else None
-        point = Point(pair, system, fields["batch"], fields["draft_length"], fields["seq_len"], "warn", policy)
         try:
-            row = run_point(wc, sim, point, models[pair], tau, drawn)
+            row = run_point(c.ws, sim, c.point(system), models[c.pair], tau, drawn)
         except SimError as exc:  # a configuration the system cannot run (a pool smaller than its batch)
-            rows.append({"system": system, **FAILED, "error": str(exc)})
+            rows.append(point_columns(system, None, float("nan"), str(exc)))
             continue
-        kept = {k: row[k] for k in KEEP}
-        kept["search_configuration"] = kept.pop("configuration")
-        hw = wc.hardware.system(row["hardware"])
-        rows.append(
-            {
-                "system": system,
-                "system_policy": row["policy"],
-                **kept,
-                "cost_proxy": cost_proxy(hw, dse.cost),
-                "error": "",
-            }
-        )
+        cost = cost_proxy(c.ws.hardware.system(row["hardware"]), dse.cost)
+        rows.append(point_columns(system, row, cost, ""))
     return rows
 
 
