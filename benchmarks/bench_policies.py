@@ -1,5 +1,5 @@
 """The policy zoo's inputs: the compiled replay / running-product / run-length kernels and the one-term
-calibration curve and goodput's argmax, timed side by side with the lockstep numpy forms they replaced (kept here as the
+calibration curve, timed side by side with the lockstep numpy forms they replaced (kept here as the
 yardstick), on the sizes of the `policies` experiment (training streams of 256 x 256 positions, 19 grid
 values per learned threshold); outputs compared element by element.
 
@@ -15,7 +15,7 @@ from scipy import special
 
 from adsl.fitting.generator import match_runs, replay_lengths
 from adsl.fitting.joint_model import GH_NODES, calibration_curve
-from adsl.sim.policies import PolicyCosts, best_lengths, leading_run, product_lengths
+from adsl.sim.policies import leading_run, product_lengths
 
 N, T, GRID, CAP = 256, 256, 19, 16
 JOINT = {"a": -0.4, "b": 0.9, "s": 0.6, "g": 0.5}
@@ -61,12 +61,6 @@ def lockstep_leading_run(ok, cap):
     return np.minimum(run, cap).reshape(ok.shape)
 
 
-def array_best_lengths(alpha, costs, cap):
-    k = np.arange(cap + 1, dtype=float)
-    rate = (1 - alpha[..., None] ** (k + 1)) / (1 - alpha[..., None]) / costs.step_time(k)
-    return np.argmax(rate, axis=-1).astype(np.int64)
-
-
 def two_term_curve(conf, prev_rate):
     nodes, weights = np.polynomial.hermite.hermgauss(GH_NODES)
     eta = (
@@ -100,8 +94,6 @@ def main() -> None:
     lengths = rng.integers(0, CAP + 1, (N, T))
     logc = np.log(conf)
     ok = conf > 0.8
-    alpha = np.clip(rng.random((2, 192, 1100)), 1e-6, 1 - 1e-6)  # goodput's estimates: a DSE point at batch 64
-    costs = PolicyCosts(1e-3, 1e-4)
     cases = {
         f"replay x {GRID} (one learned threshold)": (
             lambda: [replay_lengths(acc, lengths) for _ in range(GRID)][-1],
@@ -114,10 +106,6 @@ def main() -> None:
         f"leading runs x {GRID}": (
             lambda: [leading_run(ok, CAP) for _ in range(GRID)][-1],
             lambda: [lockstep_leading_run(ok, CAP) for _ in range(GRID)][-1],
-        ),
-        "goodput's argmax over d = 0..16": (
-            lambda: best_lengths(alpha, costs, CAP),
-            lambda: array_best_lengths(alpha, costs, CAP),
         ),
         "calibration curve, first and later": (
             lambda: np.stack([calibration_curve(JOINT, conf, prev_rate=r) for r in (0.0, 1.0)]),

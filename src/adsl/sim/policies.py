@@ -204,26 +204,11 @@ def goodput(inputs: PolicyInputs, cap: int) -> np.ndarray:
 
 
 def best_lengths(alpha: np.ndarray, costs: PolicyCosts, cap: int) -> np.ndarray:
-    """argmax over k in 0..cap of (1 + alpha + ... + alpha^k) / (fixed + k per_token), elementwise (the
-    first k of the largest rate)."""
-    step = costs.step_time(np.arange(cap + 1, dtype=float))
-    flat = np.ascontiguousarray(alpha, dtype=float).reshape(-1)
-    return _best_lengths(flat, step).reshape(alpha.shape)
-
-
-@njit(cache=True)
-def _best_lengths(alpha, step):
-    # the same float operations as the array form (1 - a ** (k + 1)) / (1 - a) / step[k], per element
-    out = np.empty(alpha.size, np.int64)
-    for i in range(alpha.size):
-        a = alpha[i]
-        best, arg = -np.inf, 0
-        for k in range(step.size):
-            rate = (1 - a ** (k + 1.0)) / (1 - a) / step[k]
-            if rate > best:
-                best, arg = rate, k
-        out[i] = arg
-    return out
+    """argmax over k in 0..cap of (1 + alpha + ... + alpha^k) / (fixed + k per_token), elementwise."""
+    k = np.arange(cap + 1, dtype=float)
+    emitted = (1 - alpha[..., None] ** (k + 1)) / (1 - alpha[..., None])
+    rate = emitted / costs.step_time(k)
+    return np.argmax(rate, axis=-1).astype(np.int64)
 
 
 def _first_outcomes(accept: np.ndarray) -> np.ndarray:
