@@ -36,6 +36,7 @@ rule dse_chunk:
         "../scripts/dse_chunk.py"
 
 
+# the merge and the schedule snippet are a second's work: on the submitting host, not as cluster jobs
 rule dse_points:
     input:
         parts=expand("results/dse/parts/{chunk}.parquet", chunk=range(DSE_CHUNKS)),
@@ -43,6 +44,7 @@ rule dse_points:
         points=DSE_POINTS,
     log:
         "logs/dse/points.log",
+    localrule: True
     conda:
         "../envs/adsl.yaml"
     resources:
@@ -62,6 +64,7 @@ rule dse_schedule:
         snippet="results/dse/draft_len_schedule.json",
     log:
         "logs/dse/schedule.log",
+    localrule: True
     conda:
         "../envs/adsl.yaml"
     resources:
