@@ -6,7 +6,6 @@ numbers), so the latencies move with the rate alone."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -62,6 +61,7 @@ class Probe:
     summary (the same requests and unit-rate gaps at every rate)."""
 
     configuration: str
+    hardware: str  # the system's hardware (catalogue name)
     saturation_req_s: float
     mean_output: float
     run: Callable[[float], LoadPoint]
@@ -72,7 +72,8 @@ def probe(wc, point: Point, models, taus, spec: DseCapacity, seed: int, output: 
     ``spec.requests`` requests of the point's prompt length and log-normal ``output`` lengths (clipped to
     the sequence length) per replica."""
     sim = wc.settings.simulation
-    chosen = search_point(wc, sim, point, models, taus).point
+    found = search_point(wc, sim, point, models, taus)
+    chosen = found.point
     x, n = sim.replicas, spec.requests
     rng = np.random.default_rng([seed, 5])
     prompt_len = min(sim.prompt_len, point.seq_len - 1)
@@ -85,7 +86,7 @@ def probe(wc, point: Point, models, taus, spec: DseCapacity, seed: int, output: 
     def run(rate: float) -> LoadPoint:
         return summarize(open_loop_point(inputs, np.cumsum(gaps / rate, axis=1), spec.warmup), rate)
 
-    return Probe(chosen.configuration.label, saturation, float(out.mean()), run)
+    return Probe(chosen.configuration.label, found.inputs.setup.system.name, saturation, float(out.mean()), run)
 
 
 def system_capacity(wc, point: Point, models, taus, spec: DseCapacity, seed: int, output: LengthDist) -> dict:
@@ -109,6 +110,7 @@ def system_capacity(wc, point: Point, models, taus, spec: DseCapacity, seed: int
         "ttft_p99_s": at.ttft_p99_s if at else float("nan"),
         "e2e_p99_s": at.e2e_p99_s if at else float("nan"),
         "search_configuration": p.configuration,
+        "hardware": p.hardware,
         "runs": len(runs),
     }
 
@@ -136,14 +138,8 @@ def capacity_table(ws, models: list[str], tau: str) -> pd.DataFrame:
         for system in dse.systems:
             point = c.point(system)
             res = system_capacity(c.ws, point, loaded[c.pair], c.taus(taus), spec, ws.settings.seed, output)
-            cost = cost_proxy(c.ws.hardware.system(_hardware(c.ws, point)), dse.cost)
+            cost = cost_proxy(c.ws.hardware.system(res.pop("hardware")), dse.cost)
             rows.append(
                 {"configuration": int(conf["configuration"]), **values, "system": system, **res, "cost_proxy": cost}
             )
     return pd.DataFrame(rows)
-
-
-def _hardware(wc, point: Point) -> str:
-    from adsl.sim.experiment import point_setup
-
-    return point_setup(wc, wc.settings.simulation, dataclasses.replace(point, memory_check="warn")).system.name

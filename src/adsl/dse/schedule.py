@@ -34,10 +34,11 @@ def draft_length_table(ws, models: list[str], tau: str) -> pd.DataFrame:
     wc = ws.with_overrides(plain(dse.simulation), {})
     sim = wc.settings.simulation
     paths, taus = models_by_pair(models), read_taus(tau)
+    models = {p: {c: read_model(f) for c, f in paths[p].items()} for p in {p for _, p in spec.runs}}
     rows = []
     jobs = [(s, p, q, b) for s, p in spec.runs for q in spec.seq_lens for b in spec.batches]
     for system, pair, seq_len, batch in progress(jobs, "dse draft-length table: bucket"):
-        models_p = {c: read_model(f) for c, f in paths[pair].items()}
+        models_p = models[pair]
         drawn: dict = {}
         row = {"system": system, "pair": pair, "seq_len": seq_len, "batch": batch}
         off = counterpart(system)
@@ -57,14 +58,13 @@ def draft_length_table(ws, models: list[str], tau: str) -> pd.DataFrame:
     configured = f"tok_s_d{sim.draft_length}"
     df["configured_d"] = sim.draft_length
     df["gain_vs_configured"] = df["best_tok_s"] / df[configured] if configured in df else np.nan
-    single = []
+    fixed = [c for c in cols if c != "tok_s_d0"]
     for _, g in df.groupby(["system", "pair"], sort=False):
-        spec_cols = [c for c in cols if c != "tok_s_d0"]
-        means = np.exp(np.log(g[spec_cols].to_numpy(float)).mean(axis=0))
-        best = spec_cols[int(np.argmax(means))]
-        single += [(int(best[len("tok_s_d") :]), v) for v in g[best]]
-    df["best_single_d"] = [s for s, _ in single]
-    df["gain_vs_best_single"] = df["best_tok_s"].to_numpy() / np.array([v for _, v in single])
+        means = np.exp(np.log(g[fixed].to_numpy(float)).mean(axis=0))
+        best = fixed[int(np.argmax(means))]
+        df.loc[g.index, "best_single_d"] = int(best[len("tok_s_d") :])
+        df.loc[g.index, "gain_vs_best_single"] = g["best_tok_s"] / g[best]
+    df["best_single_d"] = df["best_single_d"].astype(np.int64)
     return df
 
 
