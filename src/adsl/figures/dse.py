@@ -220,9 +220,12 @@ def dse_sensitivity(ws: Workspace, df: pd.DataFrame):
     ):
         err = np.vstack([d[kind] - d[f"{kind}_low"], d[f"{kind}_high"] - d[kind]]).clip(min=0)
         ax.barh(pos + off, d[kind], height=0.36, xerr=err, label=label, capsize=2)
+    for y, (_, r) in zip(pos, d.iterrows(), strict=True):
+        if r.total_order == 0 and np.isnan(r.total_order_low):  # the axis never changed the quantity
+            ax.text(0.01, y, "no effect", va="center", fontsize=7, color="0.3")
     ax.set_yticks(pos, d.axis)
     ax.invert_yaxis()
     ax.axvline(0, color="0.3", lw=0.8)
     ax.set(xlabel="Sobol index", title=f"Sensitivity of log({d.system.iloc[0]} / {d.rival.iloc[0]} throughput)")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="lower right")  # the small indices leave that corner free
     return fig, df
