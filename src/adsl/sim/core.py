@@ -53,11 +53,17 @@ def log_rows(tokens: int, timelines: bool) -> tuple[int, ...]:
 
 
 def cpus() -> int:
-    """CPUs this process may run on."""
+    """Threads this process's replicas may use: the CPUs it may run on, at most ``OMP_NUM_THREADS`` where
+    that is set. Snakemake sets it to a job's ``threads`` (1 for every rule here), so jobs that run side
+    by side do not each start a thread per CPU: two chunk jobs of the sweep on 2 cores, one thread each,
+    took 22 s where two threads each took 26 s (replicas in threads run only the compiled loop in
+    parallel; jobs run everything)."""
     try:
-        return len(os.sched_getaffinity(0))
+        n = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+        n = os.cpu_count() or 1
+    omp = os.environ.get("OMP_NUM_THREADS", "")
+    return max(1, min(n, int(omp))) if omp.isdigit() else n
 
 
 def pass_tables(
