@@ -114,12 +114,37 @@ def test_candidates_the_loop_cannot_tell_apart_are_simulated_once(ws, monkeypatc
     same = [c for c in legal if c.draft_placement in ("replicated", "pim")]
     assert len({keys[c] for c in same}) == len(same) // 2  # placement is not in the key
     assert keys[legal[0]] not in {keys[c] for c in same}  # tensor-parallel drafts are other passes
-    calls = []
-    inner = experiment.simulate_point
-    monkeypatch.setattr(experiment, "simulate_point", lambda *a, **k: calls.append(1) or inner(*a, **k))
+    screened, finished = [], []
+    inner, whole = experiment.replica_logs, experiment.simulate_point
+    monkeypatch.setattr(experiment, "replica_logs", lambda *a, **k: screened.append(1) or inner(*a, **k))
+    monkeypatch.setattr(
+        experiment, "simulate_point", lambda *a, **k: finished.append(len(k.get("done", ()))) or whole(*a, **k)
+    )
     found = search_point(ws, sim, point, models, taus)
-    assert len(calls) == len(set(keys.values())) + 1  # each distinct candidate once, then the winner
+    assert len(screened) == len(set(keys.values()))  # each distinct candidate once
+    assert finished == [1]  # then the winner's further replicas, after its screened one
     monkeypatch.setattr(experiment, "loop_key", lambda *a: object())  # every candidate its own key
     every = search_point(ws, sim, point, models, taus)
     assert every.point == found.point
     np.testing.assert_array_equal(every.result.throughput_tok_s, found.result.throughput_tok_s)
+
+
+@pytest.mark.parametrize(("system", "screen"), [("SADDLE", 1), ("PIM-SD", 1), ("PIM-SD", 2)])
+def test_the_kept_candidate_runs_on_from_its_screened_replicas_as_a_whole_run_would(ws, system, screen):
+    """The search keeps the screened replicas of the candidate it chooses and runs only the rest: the
+    result equals a whole run of that configuration from scratch in every field, to the bit."""
+    from adsl.sim.result import ARRAY_FIELDS, DICT_FIELDS
+
+    models, taus = _inputs(ws)
+    sim, point = _sim(ws, screen=screen, replicas=3), Point("OPT-66B", system, 16, 4, 96, "warn")
+    found = search_point(ws, sim, point, models, taus)
+    assert found.candidates > 1 and found.result.time_s.size == sim.replicas > screen
+    fresh = simulate_point(point_inputs(ws, sim, found.point, models, taus))
+    for f in ARRAY_FIELDS:
+        np.testing.assert_array_equal(getattr(found.result, f), getattr(fresh, f), err_msg=f)
+    for f in DICT_FIELDS:
+        a, b = getattr(found.result, f), getattr(fresh, f)
+        assert a.keys() == b.keys(), f
+        for k in a:
+            np.testing.assert_array_equal(a[k], b[k], err_msg=f"{f}.{k}")
+    assert found.result.placement == fresh.placement

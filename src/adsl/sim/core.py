@@ -115,17 +115,47 @@ def simulate_core(
     timelines: bool = False,
     workers: int | None = None,
     tables: PassTables | None = None,
+    done: tuple[ReplicaLog, ...] = (),
 ) -> RunResult:
     """Run every replica of ``workload`` (``adsl.sim.workload.Workload``). ``timelines``: keep every
     segment's (machine, start, end, kind). With arrivals (open loop; ``serving`` gives the slots and the
     prefill) requests enter free slots once they have arrived, and results cover the window from the
     ``serving.warmup``-th arrival to the last one. ``workers``: replicas run at once, one thread each
     (default: the CPUs this process may use); results do not depend on it. ``tables``: ``pass_tables`` of
-    this setup's costs, built once where several runs share them (setups that differ in the pool trigger)."""
+    this setup's costs, built once where several runs share them (setups that differ in the pool trigger).
+    ``done``: the logs of the workload's first replicas, already run with these ``tables``
+    (``replica_logs``); only the rest run, and the result is the whole run's."""
+    tables, reps = replica_logs(setup, pair, workload, serving, timelines, workers, tables, done)
+    return result_of(setup, tables, reps, serving, timelines)
+
+
+def result_of(
+    setup: Setup, tables: PassTables, reps: list[ReplicaLog], serving: Continuous | None = None, timelines: bool = False
+) -> RunResult:
+    """The run of ``reps`` (every replica's log, in order) with its accounting."""
+    result = run_result(setup, tables, reps, serving, timelines)
+    mb = max(1, setup.micro_batching.micro_batches)
+    return dataclasses.replace(result, placement={**result.placement, "micro_batches": float(mb)})
+
+
+def replica_logs(
+    setup: Setup,
+    pair: Pair,
+    workload: Workload,
+    serving: Continuous | None = None,
+    timelines: bool = False,
+    workers: int | None = None,
+    tables: PassTables | None = None,
+    done: tuple[ReplicaLog, ...] = (),
+) -> tuple[PassTables, list[ReplicaLog]]:
+    """The pass tables and every replica's log of a run (``simulate_core``, whose arguments these are):
+    ``done``'s logs first, then the replicas after them, run."""
     w = workload
     prompt, out, accept, draft_lengths, confidence = w.prompt_len, w.output_len, w.accept, w.draft_lengths, w.confidence
     later, arrivals, light = w.confidence_later, w.arrivals, w.light_lengths
     x, n_req = out.shape
+    if len(done) > x:
+        raise SimError(f"{len(done)} replicas already run of a workload of {x}")
     slots = n_req if serving is None else serving.slots
     if slots > n_req and arrivals is None:  # open loop: slots wait empty for requests to arrive
         raise SimError(f"{slots} slots but only {n_req} requests")
@@ -204,11 +234,11 @@ def simulate_core(
         return ReplicaLog.of(logs, counts, times, out[r], slots, None if arrivals is None else arrivals[r])
 
     # replicas are independent and the loop releases the GIL: one thread each, up to ``workers``
-    workers = min(x, workers or cpus())
+    todo = range(len(done), x)
+    workers = min(len(todo), workers or cpus())
     if workers > 1:
         with ThreadPoolExecutor(workers) as pool:
-            reps = list(pool.map(replica, range(x)))
+            reps = list(pool.map(replica, todo))
     else:
-        reps = [replica(r) for r in range(x)]
-    result = run_result(setup, tables, reps, serving, timelines)
-    return dataclasses.replace(result, placement={**result.placement, "micro_batches": float(mb)})
+        reps = [replica(r) for r in todo]
+    return tables, [*done, *reps]

@@ -21,7 +21,7 @@ from adsl.fitting.modelfile import read_model
 from adsl.perf.models import Pair
 from adsl.progress import progress
 from adsl.settings import Continuous, ExperimentSpec, SimulationSettings
-from adsl.sim.core import loop_key, pass_tables, simulate_core
+from adsl.sim.core import loop_key, pass_tables, replica_logs, result_of, simulate_core
 from adsl.sim.policies import (
     COST_AWARE,
     LEARNED,
@@ -311,10 +311,12 @@ def learned_thresholds(policy, inputs: PolicyInputs, models, sim: SimulationSett
     return out
 
 
-def simulate_point(p: PointInputs, timelines: bool = False, workers: int | None = None, tables=None) -> RunResult:
+def simulate_point(
+    p: PointInputs, timelines: bool = False, workers: int | None = None, tables=None, done=()
+) -> RunResult:
     """Run a point on the event loop (``workers``: replicas at once; ``tables``: its pass costs where
-    already built; see ``simulate_core``)."""
-    return simulate_core(p.setup, p.pair, p.workload, p.serving, timelines, workers=workers, tables=tables)
+    already built; ``done``: its first replicas' logs where already run; see ``simulate_core``)."""
+    return simulate_core(p.setup, p.pair, p.workload, p.serving, timelines, workers=workers, tables=tables, done=done)
 
 
 @dataclass(frozen=True)
@@ -355,28 +357,35 @@ def search_point(ws, sim: SimulationSettings, point: Point, models: dict, taus=N
                 p = dataclasses.replace(first, setup=setup, memory=(need, have))
         tried.append((pt, p))
     screen = min(sim.search.screen_replicas, sim.replicas)
-    runs, shared, seen = [], {}, {}
+    runs, logs, tables, shared, seen = [], [], [], {}, {}
     for pt, p in tried if len(tried) > 1 else ():
         few = first_replicas(p, screen)
         # the pool trigger changes no pass cost: candidates that differ only there share their tables
-        # and every candidate has the same target passes (the draft side is what differs)
+        # and every candidate has the same target passes (the draft side is what differs); built over the
+        # point's whole workload, so the one kept runs its further replicas on them
         key = dataclasses.replace(pt.configuration, pool_trigger=None)
         if key not in shared:
             reuse = next(iter(shared.values()), None)
-            shared[key] = pass_tables(few.setup, few.pair, few.workload, few.serving, reuse)
+            shared[key] = pass_tables(p.setup, p.pair, p.workload, p.serving, reuse)
+        tables.append(shared[key])
         # a candidate the loop cannot tell from an earlier one (e.g. the same draft tables under another
         # placement's name) runs the same: its result is the earlier's, and a tie keeps the earlier
         arrays = (p.prompts, p.out, p.accept, p.confidence, p.confidence_later, p.lengths, p.light_lengths)
         same = (loop_key(few.setup, shared[key], few.serving), *(id(a) for a in arrays), p.light_at_most)
         if same in seen:
             runs.append(runs[seen[same]])
+            logs.append(logs[seen[same]])
             continue
         seen[same] = len(runs)
-        runs.append(simulate_point(few, tables=shared[key]))
+        logs.append(tuple(replica_logs(few.setup, few.pair, few.workload, few.serving, tables=shared[key])[1]))
+        runs.append(result_of(few.setup, shared[key], list(logs[-1]), few.serving))
     tput = [float(r.throughput_tok_s.mean()) for r in runs] or [1.0]
     best = fastest(tput)
     pt, p = tried[best]
-    result = runs[best] if runs and screen == sim.replicas else simulate_point(p)
+    if not runs:
+        result = simulate_point(p)
+    else:  # the kept candidate's screened replicas are its first: only the rest run
+        result = runs[best] if screen == sim.replicas else simulate_point(p, tables=tables[best], done=logs[best])
     return Searched(pt, p, result, len(tried), tput[best] / tput[0])
 
 
