@@ -108,24 +108,11 @@ def loop_key(setup: Setup, tables: PassTables, serving: Continuous | None) -> tu
 
 
 def simulate_core(
-    setup: Setup,
-    pair: Pair,
-    workload: Workload,
-    serving: Continuous | None = None,
-    timelines: bool = False,
-    workers: int | None = None,
-    tables: PassTables | None = None,
-    done: tuple[ReplicaLog, ...] = (),
+    setup: Setup, pair: Pair, workload: Workload, serving: Continuous | None = None, timelines: bool = False, **run
 ) -> RunResult:
-    """Run every replica of ``workload`` (``adsl.sim.workload.Workload``). ``timelines``: keep every
-    segment's (machine, start, end, kind). With arrivals (open loop; ``serving`` gives the slots and the
-    prefill) requests enter free slots once they have arrived, and results cover the window from the
-    ``serving.warmup``-th arrival to the last one. ``workers``: replicas run at once, one thread each
-    (default: the CPUs this process may use); results do not depend on it. ``tables``: ``pass_tables`` of
-    this setup's costs, built once where several runs share them (setups that differ in the pool trigger).
-    ``done``: the logs of the workload's first replicas, already run with these ``tables``
-    (``replica_logs``); only the rest run, and the result is the whole run's."""
-    tables, reps = replica_logs(setup, pair, workload, serving, timelines, workers, tables, done)
+    """Run every replica of ``workload`` (``adsl.sim.workload.Workload``) and account for it; ``run``:
+    ``workers``, ``tables`` and ``done`` (``replica_logs``, which says what every argument means)."""
+    tables, reps = replica_logs(setup, pair, workload, serving, timelines, **run)
     return result_of(setup, tables, reps, serving, timelines)
 
 
@@ -148,8 +135,14 @@ def replica_logs(
     tables: PassTables | None = None,
     done: tuple[ReplicaLog, ...] = (),
 ) -> tuple[PassTables, list[ReplicaLog]]:
-    """The pass tables and every replica's log of a run (``simulate_core``, whose arguments these are):
-    ``done``'s logs first, then the replicas after them, run."""
+    """The pass tables and every replica's log of a run of ``workload``: ``done``'s logs first, then the
+    replicas after them, run. ``timelines``: keep every segment's (machine, start, end, kind). With
+    arrivals (open loop; ``serving`` gives the slots and the prefill) requests enter free slots once they
+    have arrived, and results cover the window from the ``serving.warmup``-th arrival to the last one.
+    ``workers``: replicas run at once, one thread each (default: the CPUs this process may use); results
+    do not depend on it. ``tables``: ``pass_tables`` of this setup's costs, built once where several runs
+    share them (setups that differ in the pool trigger). ``done``: the logs of the workload's first
+    replicas, already run with these ``tables``; the result is the whole run's."""
     w = workload
     prompt, out, accept, draft_lengths, confidence = w.prompt_len, w.output_len, w.accept, w.draft_lengths, w.confidence
     later, arrivals, light = w.confidence_later, w.arrivals, w.light_lengths
