@@ -384,7 +384,8 @@ def search_point(ws, sim: SimulationSettings, point: Point, models: dict, taus=N
     pt, p = tried[best]
     if not runs:
         result = simulate_point(p)
-    else:  # the kept candidate's screened replicas are its first: only the rest run
+    else:  # the kept candidate's screened replicas are its first: only the rest run (never a copied run's:
+        # a copy ties with the earlier candidate it copies, and a tie keeps the earlier)
         result = runs[best] if screen == sim.replicas else simulate_point(p, tables=tables[best], done=logs[best])
     return Searched(pt, p, result, len(tried), tput[best] / tput[0])
 
