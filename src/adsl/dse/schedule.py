@@ -34,11 +34,11 @@ def draft_length_table(ws, models: list[str], tau: str) -> pd.DataFrame:
     wc = ws.with_overrides(plain(dse.simulation), {})
     sim = wc.settings.simulation
     paths, taus = models_by_pair(models), read_taus(tau)
-    models = {p: {c: read_model(f) for c, f in paths[p].items()} for p in {p for _, p in spec.runs}}
+    loaded = {p: {c: read_model(f) for c, f in paths[p].items()} for p in {p for _, p in spec.runs}}
     rows = []
     jobs = [(s, p, q, b) for s, p in spec.runs for q in spec.seq_lens for b in spec.batches]
     for system, pair, seq_len, batch in progress(jobs, "dse draft-length table: bucket"):
-        models_p = models[pair]
+        models_p = loaded[pair]
         drawn: dict = {}
         row = {"system": system, "pair": pair, "seq_len": seq_len, "batch": batch}
         off = counterpart(system)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -133,7 +134,7 @@ def replica_logs(
     timelines: bool = False,
     workers: int | None = None,
     tables: PassTables | None = None,
-    done: tuple[ReplicaLog, ...] = (),
+    done: Sequence[ReplicaLog] = (),
 ) -> tuple[PassTables, list[ReplicaLog]]:
     """The pass tables and every replica's log of a run of ``workload``: ``done``'s logs first, then the
     replicas after them, run. ``timelines``: keep every segment's (machine, start, end, kind). With

@@ -357,7 +357,7 @@ def search_point(ws, sim: SimulationSettings, point: Point, models: dict, taus=N
                 p = dataclasses.replace(first, setup=setup, memory=(need, have))
         tried.append((pt, p))
     screen = min(sim.search.screen_replicas, sim.replicas)
-    runs, logs, tables, shared, seen = [], [], [], {}, {}
+    runs, screened, shared, seen = [], [], {}, {}  # screened: each candidate's (tables, replica logs)
     for pt, p in tried if len(tried) > 1 else ():
         few = first_replicas(p, screen)
         # the pool trigger changes no pass cost: candidates that differ only there share their tables
@@ -367,18 +367,17 @@ def search_point(ws, sim: SimulationSettings, point: Point, models: dict, taus=N
         if key not in shared:
             reuse = next(iter(shared.values()), None)
             shared[key] = pass_tables(p.setup, p.pair, p.workload, p.serving, reuse)
-        tables.append(shared[key])
         # a candidate the loop cannot tell from an earlier one (e.g. the same draft tables under another
         # placement's name) runs the same: its result is the earlier's, and a tie keeps the earlier
         arrays = (p.prompts, p.out, p.accept, p.confidence, p.confidence_later, p.lengths, p.light_lengths)
         same = (loop_key(few.setup, shared[key], few.serving), *(id(a) for a in arrays), p.light_at_most)
         if same in seen:
             runs.append(runs[seen[same]])
-            logs.append(logs[seen[same]])
+            screened.append(screened[seen[same]])
             continue
         seen[same] = len(runs)
-        logs.append(tuple(replica_logs(few.setup, few.pair, few.workload, few.serving, tables=shared[key])[1]))
-        runs.append(result_of(few.setup, shared[key], list(logs[-1]), few.serving))
+        screened.append(replica_logs(few.setup, few.pair, few.workload, few.serving, tables=shared[key]))
+        runs.append(result_of(few.setup, *screened[-1], few.serving))
     tput = [float(r.throughput_tok_s.mean()) for r in runs] or [1.0]
     best = fastest(tput)
     pt, p = tried[best]
@@ -386,7 +385,8 @@ def search_point(ws, sim: SimulationSettings, point: Point, models: dict, taus=N
         result = simulate_point(p)
     else:  # the kept candidate's screened replicas are its first: only the rest run (never a copied run's:
         # a copy ties with the earlier candidate it copies, and a tie keeps the earlier)
-        result = runs[best] if screen == sim.replicas else simulate_point(p, tables=tables[best], done=logs[best])
+        tables, done = screened[best]
+        result = runs[best] if screen == sim.replicas else simulate_point(p, tables=tables, done=done)
     return Searched(pt, p, result, len(tried), tput[best] / tput[0])
 
 
