@@ -14,7 +14,7 @@ import adsl.sim.core as core
 from adsl.settings import Continuous, MicroBatching
 from adsl.sim import loop
 from adsl.sim.core import simulate_core
-from adsl.sim.result import POOL_STATS, ReplicaLog, pass_groups, union_length, window
+from adsl.sim.result import POOL_STATS, ReplicaLog, pass_groups, throughput, union_length, window
 from adsl.sim.setup import SimError
 from adsl.sim.workload import Workload
 from tests.sim.builders import inputs, pooled, setup
@@ -255,6 +255,16 @@ def test_every_field_is_a_float_array_per_replica(models, hw, monkeypatch, name,
             assert v.dtype == float and v.shape == (x,), (name, f, k)
     assert res.requests is None and len(res.timelines) == x
     assert res.placement["micro_batches"] == 2.0
+
+
+@pytest.mark.parametrize("name,make,serving", RUNS)
+def test_the_search_s_throughput_is_the_result_s_to_the_bit(models, hw, monkeypatch, name, make, serving):
+    """What the search compares candidates by (``throughput``, without the rest of the accounting) is the
+    full result's throughput, replica by replica."""
+    res, _, reps = _run(monkeypatch, make(hw), models.pair(PAIR), 31, 6 if serving is None else 16, serving, x=3)
+    got = throughput(reps, serving)
+    assert got.tobytes() == res.throughput_tok_s.tobytes(), name
+    assert np.unique(got).size == 3  # replicas differ: the test tells them apart
 
 
 def test_timelines_only_when_asked(models, hw, monkeypatch):

@@ -32,7 +32,7 @@ from adsl.sim.policies import (
     predicted,
     schedule_length,
 )
-from adsl.sim.result import RunResult, concat
+from adsl.sim.result import RunResult, concat, throughput
 from adsl.sim.search import Configuration, fastest, legal_set
 from adsl.sim.setup import Setup, SimError, check_memory, memory_need
 from adsl.sim.systems import SYSTEMS, Deployment, build
@@ -357,7 +357,9 @@ def search_point(ws, sim: SimulationSettings, point: Point, models: dict, taus=N
                 p = dataclasses.replace(first, setup=setup, memory=(need, have))
         tried.append((pt, p))
     screen = min(sim.search.screen_replicas, sim.replicas)
-    runs, screened, shared, seen = [], [], {}, {}  # screened: each candidate's (tables, replica logs)
+    # screened: each candidate's (tables, replica logs); tput: its throughput, all the comparison reads (the
+    # rest of the accounting is the kept candidate's alone)
+    tput, screened, shared, seen = [], [], {}, {}
     for pt, p in tried if len(tried) > 1 else ():
         few = first_replicas(p, screen)
         # the pool trigger changes no pass cost: candidates that differ only there share their tables
@@ -372,21 +374,24 @@ def search_point(ws, sim: SimulationSettings, point: Point, models: dict, taus=N
         arrays = (p.prompts, p.out, p.accept, p.confidence, p.confidence_later, p.lengths, p.light_lengths)
         same = (loop_key(few.setup, shared[key], few.serving), *(id(a) for a in arrays), p.light_at_most)
         if same in seen:
-            runs.append(runs[seen[same]])
+            tput.append(tput[seen[same]])
             screened.append(screened[seen[same]])
             continue
-        seen[same] = len(runs)
+        seen[same] = len(tput)
         screened.append(replica_logs(few.setup, few.pair, few.workload, few.serving, tables=shared[key]))
-        runs.append(result_of(few.setup, *screened[-1], few.serving))
-    tput = [float(r.throughput_tok_s.mean()) for r in runs] or [1.0]
+        tput.append(float(throughput(screened[-1][1], few.serving).mean()))
     best = fastest(tput)
     pt, p = tried[best]
-    if not runs:
+    if not tput:
         result = simulate_point(p)
     else:  # the kept candidate's screened replicas are its first: only the rest run (never a copied run's:
         # a copy ties with the earlier candidate it copies, and a tie keeps the earlier)
         tables, done = screened[best]
-        result = runs[best] if screen == sim.replicas else simulate_point(p, tables=tables, done=done)
+        if screen == sim.replicas:
+            result = result_of(p.setup, tables, done, p.serving)
+        else:
+            result = simulate_point(p, tables=tables, done=done)
+    tput = tput or [1.0]
     return Searched(pt, p, result, len(tried), tput[best] / tput[0])
 
 

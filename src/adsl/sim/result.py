@@ -167,6 +167,23 @@ def pass_groups(rep: ReplicaLog, lo: float, hi: float) -> list[tuple[tuple, tupl
     return out
 
 
+def window_tokens(rep: ReplicaLog, serving) -> tuple[float, float, float]:
+    """(start, end, tokens emitted) of a replica's measured window: all a throughput needs."""
+    lo, hi = window(rep, serving)
+    inside = (lo < rep.event_t) & (rep.event_t <= hi) if serving is not None else slice(None)
+    return lo, hi, float(rep.event_emitted[inside].sum())
+
+
+def throughput(reps: list[ReplicaLog], serving) -> np.ndarray:
+    """Tokens per second of each replica's window, as ``run_result`` gives it (``RunResult.throughput_tok_s``)
+    without the rest of its accounting: what the search compares candidates by."""
+    tokens, time_s = np.zeros(len(reps)), np.zeros(len(reps))
+    for r, rep in enumerate(reps):
+        lo, hi, tokens[r] = window_tokens(rep, serving)
+        time_s[r] = hi - lo
+    return tokens / time_s
+
+
 def run_result(setup, tables, reps: list[ReplicaLog], serving, timelines: bool) -> RunResult:
     """The run's result over each replica's measured window."""
     x = len(reps)
@@ -179,13 +196,12 @@ def run_result(setup, tables, reps: list[ReplicaLog], serving, timelines: bool) 
     placement: dict[str, list] = {}
     lookup = {"draft": tables.draft, "prefill": tables.prefill}
     for r, rep in enumerate(reps):
-        lo, hi = window(rep, serving)
+        lo, hi, tokens[r] = window_tokens(rep, serving)
         time_s[r] = hi - lo
         win["start_s"][r], win["end_s"][r] = lo, hi
         win["total_s"][r] = float(rep.job_end.max()) if rep.job_end.size else 0.0
         win["total_tokens"][r] = float(rep.event_emitted.sum())
         inside = (lo < rep.event_t) & (rep.event_t <= hi) if serving is not None else slice(None)
-        tokens[r] = float(rep.event_emitted[inside].sum())
         win["completed"][r] = float(rep.event_completed[inside].sum())
         in_rounds = (lo < rep.round_t) & (rep.round_t <= hi) if serving is not None else slice(None)
         iters[r] = float((rep.round_n[in_rounds] > 0).sum())
