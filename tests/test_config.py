@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 
 from adsl.config import load_config
@@ -54,3 +56,31 @@ def test_unknown_names_are_caught_before_work(root):
 
 def test_the_shipped_config_is_valid(ws):
     assert ws.settings.roofline.system == "saddle"
+
+
+def test_overrides_read_no_file_once_loaded_and_change_no_source(ws, monkeypatch):
+    """A loaded workspace lays overrides from the schemas and hardware file it read when loaded (a sweep lays
+    one set a configuration): the same settings and catalogue as reading them again, no file read, and the
+    sources it keeps unchanged; a bad value is still refused, naming the field."""
+    import copy
+
+    import adsl.config
+    import adsl.perf.hardware
+
+    sim, hw = {"replicas": 3, "systems": {"pool_tokens": 1024}}, {"pim_stacks": {"HBM3-PIM": {"queries_per_pass": 4}}}
+    fresh = dataclasses.replace(ws, sources=None).with_overrides(sim, hw)
+    kept = copy.deepcopy(ws.sources)
+
+    def no_read(path):
+        raise AssertionError(f"read {path}")
+
+    monkeypatch.setattr(adsl.config, "read_yaml", no_read)
+    monkeypatch.setattr(adsl.perf.hardware, "read_yaml", no_read)
+    got = ws.with_overrides(sim, hw)
+    assert got.settings == fresh.settings and got.hardware == fresh.hardware
+    assert got.settings.simulation.replicas == 3 and got.hardware.pims["HBM3-PIM"].queries_per_pass == 4
+    assert ws.sources == kept and got.sources is ws.sources
+    with pytest.raises(ConfigError, match="queries_per_pass"):
+        ws.with_overrides(None, {"pim_stacks": {"HBM3-PIM": {"queries_per_pass": 0}}})
+    with pytest.raises(ConfigError, match="replicas"):
+        ws.with_overrides({"replicas": 0})

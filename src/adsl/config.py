@@ -171,9 +171,10 @@ def experiment_simulation(cfg: dict, name: str) -> dict:
     return merged({k: v for k, v in sim.items() if k != "experiments"}, sim["experiments"][name].get("overrides", {}))
 
 
-def check_simulation(sim: dict, file: str = "config") -> dict:
-    """Simulation settings (``simulation`` of the configuration) checked against the schema, defaults filled."""
-    return validate({"simulation": sim}, read_yaml(SCHEMA_PATH), file)["simulation"]
+def check_simulation(sim: dict, file: str = "config", schema: dict | None = None) -> dict:
+    """Simulation settings (``simulation`` of the configuration) checked against the schema (``schema``: the
+    configuration schema where already read), defaults filled."""
+    return validate({"simulation": sim}, schema or read_yaml(SCHEMA_PATH), file)["simulation"]
 
 
 def _lengths(sim: dict, file: str, seq_lens=()) -> None:

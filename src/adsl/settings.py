@@ -431,13 +431,16 @@ class SimulationSettings:
         """The sequence length a pair decodes to (prompt + output)."""
         return self.max_seq_len_by_pair.get(pair, self.max_seq_len)
 
-    def with_overrides(self, overrides: Mapping[str, Any], file: str = "config") -> SimulationSettings:
-        """These settings with ``overrides`` laid over them, checked against the schema."""
+    def with_overrides(
+        self, overrides: Mapping[str, Any], file: str = "config", schema: dict | None = None
+    ) -> SimulationSettings:
+        """These settings with ``overrides`` laid over them, checked against the schema (``schema``: the
+        configuration schema where already read)."""
         from adsl.config import check_simulation, merged
 
         if not overrides:
             return self
-        return SimulationSettings.parse(check_simulation(merged(plain(self.raw), plain(overrides)), file))
+        return SimulationSettings.parse(check_simulation(merged(plain(self.raw), plain(overrides)), file, schema))
 
     def for_experiment(self, name: str) -> SimulationSettings:
         """The settings experiment ``name`` runs with (its ``overrides`` laid over these)."""

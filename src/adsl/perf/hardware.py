@@ -142,15 +142,19 @@ def _ref(path, field, name, table):
     return table[name]
 
 
-def load_hardware(path: str | Path, overrides: dict | None = None) -> HardwareCatalogue:
+def load_hardware(
+    path: str | Path, overrides: dict | None = None, raw: dict | None = None, schema: dict | None = None
+) -> HardwareCatalogue:
     """The catalogue at ``path``, with ``overrides`` (the same nesting as the file) laid over it first;
-    either way the result is checked against the catalogue schema."""
+    either way the result is checked against the catalogue schema. ``raw`` and ``schema``: the file's
+    content and the schema's ``hardware_file`` part where already read (``adsl.workspace.Sources``; neither
+    is changed)."""
     from adsl.config import merged
 
-    raw = read_yaml(path)
+    raw = read_yaml(path) if raw is None else raw
     if overrides:
         raw = merged(raw, overrides)
-    raw = validate(raw, catalogue_schema("hardware_file"), str(path), fill_defaults=False)
+    raw = validate(raw, schema or catalogue_schema("hardware_file"), str(path), fill_defaults=False)
     gpus = {n: GPUSpec(name=n, **v) for n, v in raw["gpus"].items()}
     pims = {n: PIMSpec(name=n, **v) for n, v in raw["pim_stacks"].items()}
     runtimes = {n: RuntimeSpec(name=n, **v) for n, v in raw["runtimes"].items()}
