@@ -60,9 +60,16 @@ class PassTable:
 
     @classmethod
     def build(cls, model, system, q, mapping, n_max, ctx_max, copies=1) -> PassTable:
-        t = CostTable.build(model, system, q, mapping, MicroBatching(), n_max, ctx_max, copies)
-        zero = np.zeros_like(t.time_s)
-        return cls(t, t.busy_s.get("gpu", zero) + t.busy_s.get("link", zero), t.busy_s.get("pim", zero))
+        return cls.build_each(model, system, [q], mapping, n_max, ctx_max, copies)[0]
+
+    @classmethod
+    def build_each(cls, model, system, qs, mapping, n_max, ctx_max, copies=1) -> list[PassTable]:
+        """The table of each tokens-per-request of ``qs`` (``CostTable.build_each``: one cost-model call)."""
+        out = []
+        for t in CostTable.build_each(model, system, qs, mapping, MicroBatching(), n_max, ctx_max, copies):
+            zero = np.zeros_like(t.time_s)
+            out.append(cls(t, t.busy_s.get("gpu", zero) + t.busy_s.get("link", zero), t.busy_s.get("pim", zero)))
+        return out
 
     def at(self, n: int, ctx: float) -> tuple[float, float]:
         """(GPU + link s, PIM s) of a pass over ``n`` requests at mean context ``ctx`` (``loop.at``)."""
@@ -106,8 +113,7 @@ class PassTables:
                 reuse.verify
                 if same
                 else [
-                    [PassTable.build(pair.target, s, q, m, slots, ctx_max) for q in range(1, d + 3)]
-                    for m in self.target_maps
+                    PassTable.build_each(pair.target, s, range(1, d + 3), m, slots, ctx_max) for m in self.target_maps
                 ]
             )
         else:

@@ -111,17 +111,32 @@ class CostTable:
 
     @classmethod
     def build(cls, model, system, q, mapping, micro_batching, n_max: int, ctx_max: float, copies: int = 1) -> CostTable:
-        n = np.arange(n_max + 1, dtype=float)[:, None]
-        ctx = np.arange(0.0, ctx_max + 2 * CTX_STEP, CTX_STEP)[None, :]
+        return cls.build_each(model, system, [q], mapping, micro_batching, n_max, ctx_max, copies)[0]
+
+    @classmethod
+    def build_each(
+        cls, model, system, qs, mapping, micro_batching, n_max: int, ctx_max: float, copies: int = 1
+    ) -> list[CostTable]:
+        """The table of each tokens-per-request of ``qs`` from one cost-model call over (q, requests, context):
+        every operation of the cost model is element-wise, so each table is the one built alone."""
+        q = np.asarray(qs, dtype=float)[:, None, None]
+        n = np.arange(n_max + 1, dtype=float)[None, :, None]
+        ctx = np.arange(0.0, ctx_max + 2 * CTX_STEP, CTX_STEP)[None, None, :]
         c = batch_pass(model, system, n, q, ctx, mapping, micro_batching, copies)
-        shape = (n.size, ctx.size)
-        full = lambda a: np.broadcast_to(np.asarray(a, dtype=float), shape).copy()  # noqa: E731
-        return cls(
-            full(c.time_s),
-            full(c.energy_j),
-            {k: full(v) for k, v in c.busy_s.items()},
-            {k: full(v) for k, v in c.by_class_s.items()},
-        )
+        shape = (q.size, n.size, ctx.size)
+        full = lambda a: np.broadcast_to(np.asarray(a, dtype=float), shape)  # noqa: E731
+        time, energy = full(c.time_s), full(c.energy_j)
+        busy = {k: full(v) for k, v in c.busy_s.items()}
+        by_cls = {k: full(v) for k, v in c.by_class_s.items()}
+        return [
+            cls(
+                time[i].copy(),
+                energy[i].copy(),
+                {k: v[i].copy() for k, v in busy.items()},
+                {k: v[i].copy() for k, v in by_cls.items()},
+            )
+            for i in range(q.size)
+        ]
 
     def lookup(self, n, ctx) -> BatchCost:
         n = np.broadcast_to(np.asarray(n), np.broadcast_shapes(np.shape(n), np.shape(ctx))).astype(np.int64)
