@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from adsl.settings import Batching, Continuous, MicroBatching
-from adsl.sim.mapping import candidate_mappings, search_static_mapping
+from adsl.sim.mapping import candidate_mappings, iteration_time, search_static_mapping
 from adsl.sim.policies import POLICIES
 from adsl.sim.setup import Setup, SimError, check_memory, memory_need, requests
 from adsl.sim.systems import Deployment, build
@@ -135,5 +135,10 @@ def test_static_mapping_search_is_the_fastest_candidate(models, hw):
     assert len(rows) == len(candidate_mappings(s)) == 16
     best = min(rows, key=lambda r: r["iteration_s"])
     assert (best["target_fc"], best["draft_fc"]) == (target["fc"], draft["fc"])
+    # each distinct mapping of either model costed once: every candidate's time is its iteration's
+    for (dm, tm), row in zip(candidate_mappings(s), rows, strict=True):
+        assert (row["draft_fc"], row["draft_attention"], row["target_fc"]) == (dm["fc"], dm["attention"], tm["fc"])
+        assert row["iteration_s"] == iteration_time(pair, s, dm, tm, 64, 8, 1024, MicroBatching(5))
+    assert len({r["iteration_s"] for r in rows}) == 16
     # FC on PIM is not a candidate where the weights live in GPU memory
     assert all(m[1]["fc"] == "gpu" for m in candidate_mappings(hw.system("dgx-a100")))

@@ -68,7 +68,7 @@ def cpus() -> int:
 
 
 def pass_tables(
-    setup: Setup, pair: Pair, workload: Workload, serving: Continuous | None = None, reuse: PassTables | None = None
+    setup: Setup, pair: Pair, workload: Workload, serving: Continuous | None = None, reuse: Sequence[PassTables] = ()
 ) -> PassTables:
     """The pass costs a run of ``workload`` reads: up to the longest context it can reach, at its mean prompt
     (``reuse``: see ``PassTables``)."""
@@ -78,12 +78,11 @@ def pass_tables(
     return PassTables(setup, pair, slots, ctx_max, float(prompt.mean()), reuse)
 
 
-def loop_key(setup: Setup, tables: PassTables, serving: Continuous | None) -> tuple:
-    """What the event loop's timing reads of a run besides its workload: two runs of one workload with
-    equal keys emit the same tokens at the same times, whatever their configurations are called. A pass
-    takes the fastest of its draft variants, so their order counts only where two of them tie on the
-    grid; elsewhere they enter in a canonical order (which placement a variant stands for counts only
-    in the placement statistics, not in the key)."""
+def tables_digest(tables: PassTables) -> str:
+    """The part of ``loop_key`` the pass tables make: their costs as the loop reads them. A pass takes the
+    fastest of its draft variants, so their order counts only where two of them tie on the grid; elsewhere
+    they enter in a canonical order (which placement a variant stands for counts only in the placement
+    statistics, not in the key)."""
     dg, dp, vg, vp, decg, decp, pg, pp, step, _, _ = tables.flat()
     total = (dg + dp)[:, 1:]  # row 0 (no request) is never read
     tie = any((total[i] == total[j]).any() for i in range(len(total)) for j in range(i)) if len(total) > 1 else False
@@ -94,6 +93,13 @@ def loop_key(setup: Setup, tables: PassTables, serving: Continuous | None) -> tu
     for a in (dg, dp, vg, vp, decg, decp, pg, pp):
         digest.update(np.ascontiguousarray(a).tobytes())
     digest.update(repr((step, tie)).encode())
+    return digest.hexdigest()
+
+
+def loop_key(setup: Setup, tables: PassTables, serving: Continuous | None, digest: str | None = None) -> tuple:
+    """What the event loop's timing reads of a run besides its workload: two runs of one workload with
+    equal keys emit the same tokens at the same times, whatever their configurations are called.
+    ``digest``: ``tables_digest(tables)`` where already taken."""
     return (
         setup.decoding,
         setup.draft_length,
@@ -103,7 +109,7 @@ def loop_key(setup: Setup, tables: PassTables, serving: Continuous | None) -> tu
         setup.micro_batching.micro_batches,
         layout_tuple(setup, Layout.of(setup.system)),
         len(Layout.of(setup.system).machines),
-        digest.hexdigest(),
+        tables_digest(tables) if digest is None else digest,
         serving,
     )
 

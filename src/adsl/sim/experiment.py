@@ -21,7 +21,7 @@ from adsl.fitting.modelfile import read_model
 from adsl.perf.models import Pair
 from adsl.progress import progress
 from adsl.settings import Continuous, ExperimentSpec, SimulationSettings
-from adsl.sim.core import loop_key, pass_tables, replica_logs, result_of, simulate_core
+from adsl.sim.core import loop_key, pass_tables, replica_logs, result_of, simulate_core, tables_digest
 from adsl.sim.policies import (
     COST_AWARE,
     LEARNED,
@@ -359,20 +359,21 @@ def search_point(ws, sim: SimulationSettings, point: Point, models: dict, taus=N
     screen = min(sim.search.screen_replicas, sim.replicas)
     # screened: each candidate's (tables, replica logs); tput: its throughput, all the comparison reads (the
     # rest of the accounting is the kept candidate's alone)
-    tput, screened, shared, seen = [], [], {}, {}
+    tput, screened, shared, digests, seen = [], [], {}, {}, {}
     for pt, p in tried if len(tried) > 1 else ():
         few = first_replicas(p, screen)
-        # the pool trigger changes no pass cost: candidates that differ only there share their tables
-        # and every candidate has the same target passes (the draft side is what differs); built over the
-        # point's whole workload, so the one kept runs its further replicas on them
+        # the pool trigger changes no pass cost: candidates that differ only there share their tables;
+        # every candidate has the same target passes and those of one draft placement the same draft passes
+        # (``PassTables``' reuse); built over the point's whole workload, so the one kept runs its further
+        # replicas on them
         key = dataclasses.replace(pt.configuration, pool_trigger=None)
         if key not in shared:
-            reuse = next(iter(shared.values()), None)
-            shared[key] = pass_tables(p.setup, p.pair, p.workload, p.serving, reuse)
+            shared[key] = pass_tables(p.setup, p.pair, p.workload, p.serving, tuple(shared.values()))
+            digests[key] = tables_digest(shared[key])
         # a candidate the loop cannot tell from an earlier one (e.g. the same draft tables under another
         # placement's name) runs the same: its result is the earlier's, and a tie keeps the earlier
         arrays = (p.prompts, p.out, p.accept, p.confidence, p.confidence_later, p.lengths, p.light_lengths)
-        same = (loop_key(few.setup, shared[key], few.serving), *(id(a) for a in arrays), p.light_at_most)
+        same = (loop_key(few.setup, shared[key], few.serving, digests[key]), *(id(a) for a in arrays), p.light_at_most)
         if same in seen:
             tput.append(tput[seen[same]])
             screened.append(screened[seen[same]])

@@ -17,6 +17,7 @@ alternative placements; ``flat`` hands them to the loop as arrays.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,11 +88,13 @@ class PassTables:
     places the target's attention on the other device), decode, prefill (target, then draft)."""
 
     def __init__(
-        self, setup: Setup, pair: Pair, slots: int, ctx_max: float, prompt: float, reuse: PassTables | None = None
+        self, setup: Setup, pair: Pair, slots: int, ctx_max: float, prompt: float, reuse: Sequence[PassTables] = ()
     ):
-        """``reuse``: tables of a setup of the same system whose target passes are the same (target
-        mappings, d, slots, contexts, prompt): its target tables are taken, not built again (the search's
-        candidates differ only on the draft side)."""
+        """``reuse``: tables of setups of the same system built before (the search's other candidates): where
+        one's target passes are the same (target mappings, d, slots, contexts, prompt) its target tables are
+        taken, and where one's draft passes are the same (draft mappings and copies, slots, contexts, prompt)
+        its draft tables, not built again (candidates that differ in micro-batches or the pool trigger
+        differ in neither: the loop splits a pass, the tables cost whole batches)."""
         s, sd = setup.system, setup.decoding == "sd"
         d = setup.draft_length
         pim_weights = s.weights_in == "pim"
@@ -101,16 +104,20 @@ class PassTables:
         self.target_maps = [setup.target_mapping] + ([flip(setup.target_mapping, "attention")] if setup.dynamic else [])
         q = max(1, int(round(prompt)))
         self.target_key = (s, pair.target, repr(self.target_maps), sd, d, slots, ctx_max, q)
-        same = reuse is not None and reuse.target_key == self.target_key
+        self.draft_key = (s, pair.draft, repr(self.draft_maps), sd, slots, ctx_max, q, setup.draft_copies)
+        same = next((t for t in reuse if t.target_key == self.target_key), None)
+        same_draft = next((t for t in reuse if t.draft_key == self.draft_key), None)
         self.draft: list[PassTable] = []
         self.verify: list[list[PassTable]] = []
         self.decode: PassTable | None = None
         if sd:
-            self.draft = [
-                PassTable.build(pair.draft, s, 1, m, slots, ctx_max, setup.draft_copies) for m in self.draft_maps
-            ]
+            self.draft = (
+                same_draft.draft
+                if same_draft
+                else [PassTable.build(pair.draft, s, 1, m, slots, ctx_max, setup.draft_copies) for m in self.draft_maps]
+            )
             self.verify = (
-                reuse.verify
+                same.verify
                 if same
                 else [
                     PassTable.build_each(pair.target, s, range(1, d + 3), m, slots, ctx_max) for m in self.target_maps
@@ -118,11 +125,15 @@ class PassTables:
             )
         else:
             self.decode = (
-                reuse.decode if same else PassTable.build(pair.target, s, 1, setup.target_mapping, slots, ctx_max)
+                same.decode if same else PassTable.build(pair.target, s, 1, setup.target_mapping, slots, ctx_max)
             )
-        self.prefill = [reuse.prefill[0] if same else PassTable.build(pair.target, s, q, PREFILL_MAPPING, slots, 1.0)]
+        self.prefill = [same.prefill[0] if same else PassTable.build(pair.target, s, q, PREFILL_MAPPING, slots, 1.0)]
         if sd:
-            self.prefill.append(PassTable.build(pair.draft, s, q, PREFILL_MAPPING, slots, 1.0, setup.draft_copies))
+            self.prefill.append(
+                same_draft.prefill[1]
+                if same_draft
+                else PassTable.build(pair.draft, s, q, PREFILL_MAPPING, slots, 1.0, setup.draft_copies)
+            )
 
     def flat(self) -> tuple:
         """The tables as ``loop.run_replica`` takes them: draft (variant, n, ctx), verify (variant, q - 1, n,
