@@ -6,8 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from adsl.dse.axes import configured
 from adsl.dse.design import chunks
 from adsl.dse.sweep import merge, run_chunk
+from adsl.fitting.modelfile import read_model
+from adsl.sim.experiment import run_point
 from tests.dse.helpers import sweep_workspace, with_dse
 
 SWEEP = {
@@ -61,3 +64,21 @@ def test_a_configuration_a_system_cannot_run_is_a_flagged_row(model_paths, taus)
     assert bad.throughput_tok_s.isna().all() and not bad.fits_memory.any()
     fine = df[(df.pool_tokens == 64) | (df.system != "SADDLE")]
     assert (fine.error == "").all() and fine.throughput_tok_s.gt(0).all()
+
+
+def test_a_configurations_systems_share_their_tables_and_run_as_they_would_alone(model_paths, taus):
+    """The systems of one configuration take the pass tables an earlier one built (``built``): their rows
+    equal those of points run with no tables to share, and the systems on SADDLE's hardware build its
+    target prefill once."""
+    ws = sweep_workspace(SWEEP)
+    c = configured(ws, {"pim_stacks_per_gpu": 4, "pool_tokens": 64, "policy": "fixed"})
+    sim, models = c.ws.settings.simulation, {k: read_model(f) for k, f in model_paths[c.pair].items()}
+    built: list = []
+    for system in ("PIM-AD", "PIM-SD", "SADDLE"):
+        shared = run_point(c.ws, sim, c.point(system), models, c.taus(taus), {}, built=built)
+        alone = run_point(c.ws, sim, c.point(system), models, c.taus(taus), {})
+        assert shared.keys() == alone.keys()
+        for k in shared:
+            assert shared[k] == alone[k] or (shared[k] != shared[k] and alone[k] != alone[k]), k  # NaN == NaN
+    on_pim = [t for t in built if t.keys["prefill"][0].name == "saddle-tp"]
+    assert len(on_pim) >= 3 and len({id(t.prefill[0]) for t in on_pim}) == 1

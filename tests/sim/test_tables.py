@@ -71,29 +71,49 @@ def test_pass_tables_hold_a_verification_table_per_tokens_a_request_and_the_pref
     assert (vp[0, :, 1:] > 0).all() and (vg[0, :, 1:] > 0).all() and (vg[0, :, 0] == 0).all()
 
 
-def test_pass_tables_take_the_target_and_draft_tables_of_earlier_setups_with_the_same_passes(models, hw):
-    """``reuse``: the search's candidates share the tables whose passes are the same, and each table is the
-    one built alone; a candidate with other micro-batches has the same passes on both sides, one with
-    another draft placement (copies, mapping) only the same target passes."""
+def _shares(got: list, want: list) -> bool:
+    return len(got) == len(want) and all(g is w for g, w in zip(got, want, strict=True))
+
+
+def test_pass_tables_take_each_table_an_earlier_set_already_costs(models, hw):
+    """``reuse``: the search's candidates and a configuration's systems share every table whose passes are
+    the same, and each table is the one built alone; a candidate with other micro-batches has the same
+    passes on both sides, one with another draft placement (copies, mapping) only the same target passes,
+    and the systems on one hardware the same prefill."""
     pair, d, slots, ctx_max, prompt = models.pair(PAIR), 3, 5, 300.0, 63.6
     first = PassTables(setup(hw, d=d, mb=1), pair, slots, ctx_max, prompt)
     split = PassTables(setup(hw, d=d, mb=2), pair, slots, ctx_max, prompt, (first,))
-    assert split.draft is first.draft and split.verify is first.verify
-    assert split.prefill[0] is first.prefill[0] and split.prefill[1] is first.prefill[1]
+    assert _shares(split.draft, first.draft) and _shares(split.verify, first.verify)
+    assert _shares(split.prefill, first.prefill)
     alone = PassTables(setup(hw, d=d, draft_copies=2), pair, slots, ctx_max, prompt)
     copies = PassTables(setup(hw, d=d, draft_copies=2), pair, slots, ctx_max, prompt, (first, split))
-    assert copies.verify is first.verify and copies.prefill[0] is first.prefill[0]
-    assert copies.draft is not first.draft and copies.prefill[1] is not first.prefill[1]
+    assert _shares(copies.verify, first.verify) and copies.prefill[0] is first.prefill[0]
+    assert copies.draft[0] is not first.draft[0] and copies.prefill[1] is not first.prefill[1]
     for got, want in zip((*copies.draft, copies.prefill[1]), (*alone.draft, alone.prefill[1]), strict=True):
         _same(got, want)
     moved = PassTables(setup(hw, d=d, draft_mapping=GPU), pair, slots, ctx_max, prompt, (first, copies))
-    assert moved.draft is not first.draft and moved.draft is not copies.draft and moved.verify is first.verify
-    _same(moved.draft[0], PassTable.build(pair.draft, first.draft_key[0], 1, GPU, slots, ctx_max))
+    assert moved.draft[0] is not first.draft[0] and moved.draft[0] is not copies.draft[0]
+    assert _shares(moved.verify, first.verify)
+    _same(moved.draft[0], PassTable.build(pair.draft, first.keys["draft"][0], 1, GPU, slots, ctx_max))
     other_d = PassTables(setup(hw, d=d + 1), pair, slots, ctx_max, prompt, (first,))
-    assert other_d.verify is not first.verify and len(other_d.verify[0]) == d + 3
-    assert other_d.draft is first.draft  # the draft's passes do not depend on d
+    assert other_d.verify[0] is not first.verify[0] and len(other_d.verify[0]) == d + 3
+    assert _shares(other_d.draft, first.draft)  # the draft's passes do not depend on d
     longer = PassTables(setup(hw, d=d), pair, slots, ctx_max + 16, prompt, (first,))
-    assert longer.draft is not first.draft and longer.verify is not first.verify
+    assert longer.draft[0] is not first.draft[0] and longer.verify[0] is not first.verify[0]
+    more = PassTables(setup(hw, d=d), pair, slots + 1, ctx_max, prompt, (first,))
+    assert more.draft[0] is not first.draft[0] and more.prefill[0] is not first.prefill[0]
+    # a dynamic set takes the variant it shares with a static one (its first mapping), builds the flipped one
+    dyn = PassTables(setup(hw, d=d, dynamic=True), pair, slots, ctx_max, prompt, (first,))
+    assert dyn.verify[0] is first.verify[0] and dyn.verify[1] is not first.verify[0]
+    flipped = PassTables(setup(hw, d=d, target_mapping=GPU, draft_mapping=PIM), pair, slots, ctx_max, prompt)
+    for got, want in zip(dyn.verify[1], flipped.verify[0], strict=True):
+        _same(got, want)
+    # AD on the same hardware: the target's prefill is shared, its decode table its own (and shared by the next)
+    ad = PassTables(setup(hw, decoding="ad"), pair, slots, ctx_max, prompt, (first,))
+    assert ad.prefill[0] is first.prefill[0] and len(ad.prefill) == 1 and ad.decode is not None
+    assert PassTables(setup(hw, decoding="ad"), pair, slots, ctx_max, prompt, (first, ad)).decode is ad.decode
+    other_hw = PassTables(setup(hw, "dgx-a100", d=d), pair, slots, ctx_max, prompt, (first,))
+    assert other_hw.prefill[0] is not first.prefill[0] and other_hw.draft[0] is not first.draft[0]
 
 
 def test_pass_tables_of_ad_hold_the_decode_pass_and_the_targets_prefill(models, hw):

@@ -63,10 +63,11 @@ def run_configuration(ws, values: dict, models: dict, taus: dict) -> list[dict]:
     sim = c.ws.settings.simulation
     tau = c.taus(taus)
     drawn: dict = {}  # the configuration's streams, drawn once for its systems (its categories)
+    built: list = []  # its pass tables, each built once for the systems that share it
     rows = []
     for system in dse.systems:
         try:
-            row = run_point(c.ws, sim, c.point(system), models[c.pair], tau, drawn)
+            row = run_point(c.ws, sim, c.point(system), models[c.pair], tau, drawn, built=built)
         except SimError as exc:  # a configuration the system cannot run (a pool smaller than its batch)
             rows.append(point_columns(system, None, float("nan"), str(exc)))
             continue

@@ -332,14 +332,28 @@ class Searched:
     gain: float
 
 
-def search_point(ws, sim: SimulationSettings, point: Point, models: dict, taus=None, drawn=None) -> Searched:
+def search_point(
+    ws, sim: SimulationSettings, point: Point, models: dict, taus=None, drawn=None, built: list | None = None
+) -> Searched:
     """Simulate every legal configuration of the point's system (``sim.search.knobs``; only
     ``point.configuration`` where given) on the first ``sim.search.screen_replicas`` replicas of the
     point's requests and streams, and keep the fastest. A candidate that needs more memory than the
-    system has, and more than its own configuration needs, is not legal."""
+    system has, and more than its own configuration needs, is not legal. ``built``: a list the caller
+    keeps over the points of one configuration (their workloads the same): the pass tables the point
+    builds are added to it, and it takes the tables an earlier point already built (``PassTables``'
+    reuse)."""
     first = point_inputs(ws, sim, point, models, taus, drawn=drawn)
+    earlier = () if built is None else tuple(built)
+
+    def own_tables(p: PointInputs):
+        tables = pass_tables(p.setup, p.pair, p.workload, p.serving, earlier)
+        if built is not None:
+            built.append(tables)
+        return tables
+
     if point.configuration is not None:
-        return Searched(point, first, simulate_point(first), 1, 1.0)
+        tables = own_tables(first) if built is not None else None
+        return Searched(point, first, simulate_point(first, tables=tables), 1, 1.0)
     streams = (first.confidence, first.confidence_later, first.accept)
     tried = []
     for k, conf in enumerate(legal_set(first.setup, sim.search.knobs)):
@@ -368,7 +382,7 @@ def search_point(ws, sim: SimulationSettings, point: Point, models: dict, taus=N
         # replicas on them
         key = dataclasses.replace(pt.configuration, pool_trigger=None)
         if key not in shared:
-            shared[key] = pass_tables(p.setup, p.pair, p.workload, p.serving, tuple(shared.values()))
+            shared[key] = pass_tables(p.setup, p.pair, p.workload, p.serving, (*earlier, *shared.values()))
             digests[key] = tables_digest(shared[key])
         # a candidate the loop cannot tell from an earlier one (e.g. the same draft tables under another
         # placement's name) runs the same: its result is the earlier's, and a tie keeps the earlier
@@ -381,10 +395,12 @@ def search_point(ws, sim: SimulationSettings, point: Point, models: dict, taus=N
         seen[same] = len(tput)
         screened.append(replica_logs(few.setup, few.pair, few.workload, few.serving, tables=shared[key]))
         tput.append(float(throughput(screened[-1][1], few.serving).mean()))
+    if built is not None:
+        built.extend(shared.values())
     best = fastest(tput)
     pt, p = tried[best]
     if not tput:
-        result = simulate_point(p)
+        result = simulate_point(p, tables=own_tables(p) if built is not None else None)
     else:  # the kept candidate's screened replicas are its first: only the rest run (never a copied run's:
         # a copy ties with the earlier candidate it copies, and a tie keeps the earlier)
         tables, done = screened[best]
@@ -404,12 +420,13 @@ def run_point(
     taus: dict[str, float] | None = None,
     drawn=None,
     found: Searched | None = None,
+    built: list | None = None,
 ) -> dict:
     """One configuration point simulated under ``sim``, as a table row: the search's configuration
     (``search_point``, or ``found`` where the caller already ran it), then blocks of ``sim.replicas``
     replicas until its throughput's 95 % interval meets ``sim.precision`` (``adsl.settings.Precision``);
-    ``drawn``: see ``point_inputs``."""
-    found = found or search_point(ws, sim, point, models, taus, drawn)
+    ``drawn``: see ``point_inputs``; ``built``: see ``search_point``."""
+    found = found or search_point(ws, sim, point, models, taus, drawn, built)
     point, p = found.point, found.inputs
     runs = [found.result]
     blocks = max(1, sim.precision.max_replicas // sim.replicas)

@@ -90,11 +90,12 @@ class PassTables:
     def __init__(
         self, setup: Setup, pair: Pair, slots: int, ctx_max: float, prompt: float, reuse: Sequence[PassTables] = ()
     ):
-        """``reuse``: tables of setups of the same system built before (the search's other candidates): where
-        one's target passes are the same (target mappings, d, slots, contexts, prompt) its target tables are
-        taken, and where one's draft passes are the same (draft mappings and copies, slots, contexts, prompt)
-        its draft tables, not built again (candidates that differ in micro-batches or the pool trigger
-        differ in neither: the loop splits a pass, the tables cost whole batches)."""
+        """``reuse``: tables built before (the search's other candidates, the configuration's other systems):
+        each table whose passes one of them already costs (the same system, model, mapping, tokens a
+        request, slots, contexts and draft copies) is taken from it, not built again; candidates that differ
+        in micro-batches or the pool trigger differ in no table (the loop splits a pass, the tables cost
+        whole batches), and systems on the same hardware share their prefill and the mappings they have in
+        common."""
         s, sd = setup.system, setup.decoding == "sd"
         d = setup.draft_length
         pim_weights = s.weights_in == "pim"
@@ -102,37 +103,53 @@ class PassTables:
             [flip(setup.draft_mapping, "fc")] if setup.dynamic and pim_weights else []
         )
         self.target_maps = [setup.target_mapping] + ([flip(setup.target_mapping, "attention")] if setup.dynamic else [])
+        self.decode_map = None if sd else setup.target_mapping
         q = max(1, int(round(prompt)))
-        self.target_key = (s, pair.target, repr(self.target_maps), sd, d, slots, ctx_max, q)
-        self.draft_key = (s, pair.draft, repr(self.draft_maps), sd, slots, ctx_max, q, setup.draft_copies)
-        same = next((t for t in reuse if t.target_key == self.target_key), None)
-        same_draft = next((t for t in reuse if t.draft_key == self.draft_key), None)
+        # what every table of a kind shares besides its mapping
+        self.keys = {
+            "draft": (s, pair.draft, slots, ctx_max, setup.draft_copies),
+            "verify": (s, pair.target, d, slots, ctx_max),
+            "decode": (s, pair.target, slots, ctx_max),
+            "prefill": (s, pair.target, slots, q),
+            "draft_prefill": (s, pair.draft, slots, q, setup.draft_copies),
+        }
+        earlier = {kind: [t for t in reuse if t.keys[kind] == key] for kind, key in self.keys.items()}
+
+        def taken(kind: str, maps: str, m: dict, i: int | None = None):
+            """The table of mapping ``m`` (or the ``i``-th prefill) of an earlier set with the same key."""
+            for t in earlier[kind]:
+                if i is not None:
+                    if len(t.prefill) > i:
+                        return t.prefill[i]
+                elif m in getattr(t, maps):
+                    return getattr(t, kind)[getattr(t, maps).index(m)]
+            return None
+
         self.draft: list[PassTable] = []
         self.verify: list[list[PassTable]] = []
         self.decode: PassTable | None = None
         if sd:
-            self.draft = (
-                same_draft.draft
-                if same_draft
-                else [PassTable.build(pair.draft, s, 1, m, slots, ctx_max, setup.draft_copies) for m in self.draft_maps]
-            )
-            self.verify = (
-                same.verify
-                if same
-                else [
-                    PassTable.build_each(pair.target, s, range(1, d + 3), m, slots, ctx_max) for m in self.target_maps
-                ]
-            )
+            self.draft = [
+                taken("draft", "draft_maps", m)
+                or PassTable.build(pair.draft, s, 1, m, slots, ctx_max, setup.draft_copies)
+                for m in self.draft_maps
+            ]
+            self.verify = [
+                taken("verify", "target_maps", m)
+                or PassTable.build_each(pair.target, s, range(1, d + 3), m, slots, ctx_max)
+                for m in self.target_maps
+            ]
         else:
-            self.decode = (
-                same.decode if same else PassTable.build(pair.target, s, 1, setup.target_mapping, slots, ctx_max)
-            )
-        self.prefill = [same.prefill[0] if same else PassTable.build(pair.target, s, q, PREFILL_MAPPING, slots, 1.0)]
+            m = setup.target_mapping
+            found = next((t.decode for t in earlier["decode"] if t.decode_map == m), None)
+            self.decode = found or PassTable.build(pair.target, s, 1, m, slots, ctx_max)
+        self.prefill = [
+            taken("prefill", "", PREFILL_MAPPING, 0) or PassTable.build(pair.target, s, q, PREFILL_MAPPING, slots, 1.0)
+        ]
         if sd:
             self.prefill.append(
-                same_draft.prefill[1]
-                if same_draft
-                else PassTable.build(pair.draft, s, q, PREFILL_MAPPING, slots, 1.0, setup.draft_copies)
+                taken("draft_prefill", "", PREFILL_MAPPING, 1)
+                or PassTable.build(pair.draft, s, q, PREFILL_MAPPING, slots, 1.0, setup.draft_copies)
             )
 
     def flat(self) -> tuple:
