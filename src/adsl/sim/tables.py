@@ -103,7 +103,6 @@ class PassTables:
             [flip(setup.draft_mapping, "fc")] if setup.dynamic and pim_weights else []
         )
         self.target_maps = [setup.target_mapping] + ([flip(setup.target_mapping, "attention")] if setup.dynamic else [])
-        self.decode_map = None if sd else setup.target_mapping
         q = max(1, int(round(prompt)))
         # what every table of a kind shares besides its mapping
         self.keys = {
@@ -113,43 +112,38 @@ class PassTables:
             "prefill": (s, pair.target, slots, q),
             "draft_prefill": (s, pair.draft, slots, q, setup.draft_copies),
         }
-        earlier = {kind: [t for t in reuse if t.keys[kind] == key] for kind, key in self.keys.items()}
+        self.by_mapping: dict[tuple[str, str], object] = {}  # (kind, repr(mapping)) -> its table
 
-        def taken(kind: str, maps: str, m: dict, i: int | None = None):
-            """The table of mapping ``m`` (or the ``i``-th prefill) of an earlier set with the same key."""
-            for t in earlier[kind]:
-                if i is not None:
-                    if len(t.prefill) > i:
-                        return t.prefill[i]
-                elif m in getattr(t, maps):
-                    return getattr(t, kind)[getattr(t, maps).index(m)]
-            return None
+        def table(kind: str, m: dict, build):
+            """The table of ``kind`` and mapping ``m``: an earlier set's with the same key, else built."""
+            tag = (kind, repr(m))
+            found = next(
+                (t.by_mapping[tag] for t in reuse if t.keys[kind] == self.keys[kind] and tag in t.by_mapping), None
+            )
+            self.by_mapping[tag] = found if found is not None else build()
+            return self.by_mapping[tag]
 
         self.draft: list[PassTable] = []
         self.verify: list[list[PassTable]] = []
         self.decode: PassTable | None = None
         if sd:
             self.draft = [
-                taken("draft", "draft_maps", m)
-                or PassTable.build(pair.draft, s, 1, m, slots, ctx_max, setup.draft_copies)
+                table("draft", m, lambda m=m: PassTable.build(pair.draft, s, 1, m, slots, ctx_max, setup.draft_copies))
                 for m in self.draft_maps
             ]
             self.verify = [
-                taken("verify", "target_maps", m)
-                or PassTable.build_each(pair.target, s, range(1, d + 3), m, slots, ctx_max)
+                table("verify", m, lambda m=m: PassTable.build_each(pair.target, s, range(1, d + 3), m, slots, ctx_max))
                 for m in self.target_maps
             ]
         else:
             m = setup.target_mapping
-            found = next((t.decode for t in earlier["decode"] if t.decode_map == m), None)
-            self.decode = found or PassTable.build(pair.target, s, 1, m, slots, ctx_max)
-        self.prefill = [
-            taken("prefill", "", PREFILL_MAPPING, 0) or PassTable.build(pair.target, s, q, PREFILL_MAPPING, slots, 1.0)
-        ]
+            self.decode = table("decode", m, lambda: PassTable.build(pair.target, s, 1, m, slots, ctx_max))
+        p = PREFILL_MAPPING
+        self.prefill = [table("prefill", p, lambda: PassTable.build(pair.target, s, q, p, slots, 1.0))]
         if sd:
+            copies = setup.draft_copies
             self.prefill.append(
-                taken("draft_prefill", "", PREFILL_MAPPING, 1)
-                or PassTable.build(pair.draft, s, q, PREFILL_MAPPING, slots, 1.0, setup.draft_copies)
+                table("draft_prefill", p, lambda: PassTable.build(pair.draft, s, q, p, slots, 1.0, copies))
             )
 
     def flat(self) -> tuple:
