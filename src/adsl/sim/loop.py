@@ -31,6 +31,10 @@ PRUNE = 8  # machines forget past intervals every PRUNE-th event
 CHUNKS = 4  # FC / attention alternations per pass (split over a pipeline's stages)
 CAPACITY = 4096  # busy intervals a machine may hold at once (past ones are pruned)
 NONE = -1.0  # "no time" (a request left to arrive: never)
+# Functions only compiled code calls: no CPython or C entry point. numba builds both for every function and
+# links them, with the function, into each caller's module, which it optimises again (the compile 92 -> 70 s
+# on a 2-core EPYC); those the tests call from Python (and run_replica) keep theirs.
+INNER = {"cache": True, "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
 
 
 # -- cost look-ups ------------------------------------------------------------------------------------
@@ -46,7 +50,7 @@ def at(gpu, pim, n, ctx, step):
     return gpu[n, i] * (1 - f) + gpu[n, i + 1] * f, pim[n, i] * (1 - f) + pim[n, i + 1] * f
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always", **INNER)
 def draft_pass(dg, dp, n, ctx, step):
     """(variant, GPU s, PIM s): the faster draft-table variant (the scheduler's FC placement); ties keep
     the lower variant."""
@@ -58,7 +62,7 @@ def draft_pass(dg, dp, n, ctx, step):
     return bv, bg, bp
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always", **INNER)
 def verify_pass(vg, vp, n, ctx, q, step):
     """(variant, integer q, weight of q + 1, GPU s, PIM s): linear between the integer-q tables."""
     nq = vg.shape[1]
@@ -105,7 +109,7 @@ def segments(gpu_s, pim_s, stages, pim, stage, seg_m, seg_d):
     return k
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always", **INNER)
 def _bisect_right(a, n, x):
     lo, hi = 0, n
     while lo < hi:
@@ -117,7 +121,7 @@ def _bisect_right(a, n, x):
     return lo
 
 
-@njit(cache=True)
+@njit(**INNER)
 def _insert(st, en, cnt, m, k, s, e):
     n = cnt[m]
     if n >= st.shape[1]:
@@ -130,7 +134,7 @@ def _insert(st, en, cnt, m, k, s, e):
     cnt[m] = n + 1
 
 
-@njit(cache=True)
+@njit(**INNER)
 def _delete(st, en, cnt, m, k, count):
     n = cnt[m]
     for j in range(k, n - count):
@@ -175,7 +179,7 @@ def advance(mach, now):
             _delete(st, en, cnt, m, ZERO, k)
 
 
-@njit(cache=True)
+@njit(**INNER)
 def run_pass(mach, release, seg_m, seg_d, nseg, per_stage, kind, logs):
     """Book segments in order from ``release``: (start of the first, end of the last). ``mach[5][0]``
     afterwards holds when the pass cleared the first pipeline stage."""
@@ -217,7 +221,7 @@ WIDTHS = (3, 7, 3, 3, 4)  # kind, start, end | job, table, variant, n, ctx, q0, 
 LOG_FULL = "adsl.sim.loop: log full"
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always", **INNER)
 def _row(logs, k, a, b, c, d, e, f, g):
     """Append a row to log ``k`` (its first columns of a..g); returns its index."""
     log, n = logs[k], logs[5]
@@ -240,7 +244,7 @@ def new_logs(rows: tuple[int, ...]) -> tuple:
     return (*(np.empty((r, w)) for r, w in zip(rows, WIDTHS, strict=True)), np.zeros(5, np.int64))
 
 
-@njit(cache=True)
+@njit(**INNER)
 def _issue(mach, lay, logs, kind, release, g, p):
     """Book a job of GPU + link ``g`` and PIM ``p`` seconds (a replicated draft: on every stage at once);
     returns (job index, end). Its passes are logged by the caller."""
@@ -258,23 +262,23 @@ def _issue(mach, lay, logs, kind, release, g, p):
     return _row(logs, JOBS, float(kind), start, end, 0.0, 0.0, 0.0, 0.0), end
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always", **INNER)
 def _log_pass(logs, job, table, variant, n, ctx, q0, f):
     _row(logs, PASSES, float(job), float(table), float(variant), float(n), float(ctx), float(q0), float(f))
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always", **INNER)
 def _round(logs, t, n, drafted):
     _row(logs, ROUNDS, float(t), float(n), float(drafted), 0.0, 0.0, 0.0, 0.0)
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always", **INNER)
 def _event(logs, t, emitted, completed):
     _row(logs, EVENTS, float(t), float(emitted), float(completed), 0.0, 0.0, 0.0, 0.0)
 
 
 # -- passes -------------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(**INNER)
 def draft_chain(mach, lay, tab, logs, counts, kind, release, lengths, ctx, offset):
     """Draft passes of one micro-batch as one job: step j drafts for the requests with length > j (their
     mean context, + j); its serial GPU and PIM time are the sums of its steps', in step order. Returns
@@ -316,7 +320,7 @@ def draft_chain(mach, lay, tab, logs, counts, kind, release, lengths, ctx, offse
     return end
 
 
-@njit(cache=True)
+@njit(**INNER)
 def verify(mach, lay, tab, logs, counts, release, n, ctx, q):
     v, q0, f, g, p = verify_pass(tab[2], tab[3], n, ctx, q, tab[8])
     counts[2] += tab[10][v]
@@ -326,7 +330,7 @@ def verify(mach, lay, tab, logs, counts, release, n, ctx, q):
     return end
 
 
-@njit(cache=True)
+@njit(**INNER)
 def prefill(mach, lay, tab, logs, release, n):
     """The prompts of ``n`` admitted requests, through each model in turn (target, then the draft)."""
     if n == 0:
@@ -341,7 +345,7 @@ def prefill(mach, lay, tab, logs, release, n):
 
 
 # -- requests in slots --------------------------------------------------------------------------------
-@njit(cache=True, inline="always")
+@njit(inline="always", **INNER)
 def waiting(rq, slots, t):
     """Requests queued by ``t`` (arrived, open loop) and not yet in a slot."""
     arrival, open_loop = rq[2], rq[3]
@@ -350,7 +354,7 @@ def waiting(rq, slots, t):
     return max(0, arrived - slots[6][0])
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always", **INNER)
 def next_arrival(rq, slots):
     """When the next request not yet admitted arrives (NONE: none left)."""
     nid = slots[6][0]
@@ -359,7 +363,7 @@ def next_arrival(rq, slots):
     return rq[2][nid] if rq[3] else 0.0
 
 
-@njit(cache=True)
+@njit(**INNER)
 def admit(rq, slots, free, t):
     """Slots in ``free`` take the requests queued by ``t``, in slot order; returns the slots that got one."""
     cur, pos, left, ctx, next_id = slots[0], slots[1], slots[2], slots[3], slots[6]
@@ -378,7 +382,7 @@ def admit(rq, slots, free, t):
     return admitted
 
 
-@njit(cache=True)
+@njit(**INNER)
 def start_requests(mach, lay, tab, logs, times, slots, admitted, t, with_prefill):
     """The requests just admitted to ``admitted`` slots enter at ``t`` (prefilled when asked); returns when
     their micro-batch may go on."""
@@ -398,7 +402,7 @@ def start_requests(mach, lay, tab, logs, times, slots, admitted, t, with_prefill
     return t
 
 
-@njit(cache=True)
+@njit(**INNER)
 def settle(mach, lay, tab, logs, times, rq, slots, a, b, t, emitted, verified, with_prefill):
     """After slots a..b emitted ``emitted`` at ``t``: record finished requests, refill their slots (and,
     open loop, idle ones) from the queue; returns when the micro-batch may go on."""
@@ -463,7 +467,7 @@ def _pop(ht, hi, size):
     return t, i, size
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always", **INNER)
 def length_table(rq, slots):
     """The adaptive rule's draft lengths in force: under the lowered tau (``rq[11]``) while at most
     ``rq[12]`` requests of the replica are in flight, else under tau."""
@@ -476,7 +480,7 @@ def length_table(rq, slots):
     return rq[7]
 
 
-@njit(cache=True)
+@njit(**INNER)
 def fresh_lengths(rq, slots, a, b, d, cap):
     """Draft length of slots a..b from where each request stands (0 for an idle slot)."""
     cur, pos, left = slots[0], slots[1], slots[2]
@@ -489,7 +493,7 @@ def fresh_lengths(rq, slots, a, b, d, cap):
     return out
 
 
-@njit(cache=True)
+@njit(**INNER)
 def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, starts, stops):
     """Every micro-batch on its own: a heap of (time, group) holds when each group's round starts (its
     passes are booked and end at a known time) or ends (its tokens are emitted and finished slots take
@@ -671,7 +675,7 @@ def pool_admit(want, rq, slots, capacity, queries):
     return out
 
 
-@njit(cache=True)
+@njit(**INNER)
 def admit_pool(want, rq, slots, capacity, sel, counts):
     """Pool admission of the entries of slots ``sel`` (``pool_admit``); counts the largest pool so far."""
     lv = pool_admit(want, rq, slots, capacity, sel.sum())
@@ -682,7 +686,7 @@ def admit_pool(want, rq, slots, capacity, sel, counts):
     return lv
 
 
-@njit(cache=True)
+@njit(**INNER)
 def pooled_verify(mach, lay, tab, logs, counts, release, sel, ctx, lv):
     """One verification of the pool: slots ``sel`` with their admitted tokens; returns (end, requests)."""
     n, total, q = ZERO, 0.0, 0
@@ -694,7 +698,7 @@ def pooled_verify(mach, lay, tab, logs, counts, release, sel, ctx, lv):
     return verify(mach, lay, tab, logs, counts, release, n, total / n, q / n), n
 
 
-@njit(cache=True)
+@njit(**INNER)
 def sequential_pool(d, capacity, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, starts, stops):
     """SADDLE-p: every micro-batch drafts, one pooled pass verifies them all, again. A full pool cuts
     drafts short: the C tokens most likely to pass are drafted, the others are not. A micro-batch drafts
@@ -741,7 +745,7 @@ def sequential_pool(d, capacity, with_prefill, mach, lay, tab, logs, counts, tim
             release[i] = settle(mach, lay, tab, logs, times, rq, slots, a, b, end, emitted, verified, with_prefill)
 
 
-@njit(cache=True)
+@njit(**INNER)
 def _chains(mach, lay, tab, logs, counts, kind, lengths, ctx, release, starts, stops, ends):
     """One draft chain per micro-batch over the slots with ``lengths`` > 0, released at ``release[g]``;
     each slot's chain end into ``ends`` (slots of a micro-batch that drafts nothing keep theirs)."""
@@ -759,7 +763,7 @@ def _chains(mach, lay, tab, logs, counts, kind, lengths, ctx, release, starts, s
             ends[s] = end
 
 
-@njit(cache=True)
+@njit(**INNER)
 def draft_fresh(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, releases, late):
     """Slots ``sel`` without a kept eager entry draft a fresh one (released per slot at ``releases``; a
     micro-batch's chain starts when its last drafting slot is released). Slots ``late`` (requests admitted
@@ -806,7 +810,7 @@ def draft_fresh(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops,
     _round(logs, first, 0, tokens)
 
 
-@njit(cache=True)
+@njit(**INNER)
 def draft_together(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, t):
     """Slots ``sel`` draft fresh entries, all released at ``t``."""
     n = sel.size
@@ -815,7 +819,7 @@ def draft_together(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, sto
     )
 
 
-@njit(cache=True)
+@njit(**INNER)
 def _refill(d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, now):
     """Open loop, before a pooled pass at ``now``: idle slots take the requests that have arrived, are
     prefilled and draft their first entries; with nothing in flight, wait for the next arrival. Returns
@@ -835,7 +839,7 @@ def _refill(d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, poo
         now = max(now, nxt)
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always", **INNER)
 def _drafter_idle(mach, lay, tab, n, ctx, t):
     """Whether the machine a draft pass of ``n`` requests at context ``ctx`` starts on (the first stage's GPU,
     or its PIM where the pass has no GPU part) is idle at ``t``. With shared stacks (``exclusive``) the PIM
@@ -847,7 +851,7 @@ def _drafter_idle(mach, lay, tab, n, ctx, t):
     return k >= cnt[r] or st[r, k] > t
 
 
-@njit(cache=True)
+@njit(**INNER)
 def _finish(d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, sel, start, end, lv):
     """Eager drafting of the verified requests during the pass, then acceptance and their next entries."""
     cur, pos, left, ctx, held, cont = slots[0], slots[1], slots[2], slots[3], slots[4], slots[5]
@@ -926,7 +930,7 @@ def _finish(d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, poo
     draft_fresh(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, releases, late)
 
 
-@njit(cache=True)
+@njit(**INNER)
 def async_pool(d, capacity, complete, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, starts, stops):
     """SADDLE-s / SADDLE: each request's next pool entry is ready when its drafting ends (at once for one
     that keeps its eager tokens); the verifier takes every ready entry as soon as it is idle (``complete``
