@@ -84,3 +84,14 @@ def test_overrides_read_no_file_once_loaded_and_change_no_source(ws, monkeypatch
         ws.with_overrides(None, {"pim_stacks": {"HBM3-PIM": {"queries_per_pass": 0}}})
     with pytest.raises(ConfigError, match="replicas"):
         ws.with_overrides({"replicas": 0})
+
+
+def test_only_a_pair_calibrated_to_published_rates_counts_as_fitted():
+    """``calibrate_pair`` runs these first (the long calibration that tau and ``same_as`` pairs wait for)."""
+    from adsl.config import load_config
+    from adsl.settings import PairDerivation
+
+    pairs = load_config("config/config.yaml")["acceptance"]["pairs"]
+    fitted = {name for name, how in pairs.items() if PairDerivation(**how).fitted}
+    assert fitted == {"OPT-66B"}
+    assert not PairDerivation(calibrate="none").fitted and not PairDerivation(same_as="OPT-66B").fitted

@@ -102,6 +102,12 @@ class PairDerivation:
     calibrate: str | None = None  # paper_fig04a | none
     same_as: str | None = None
 
+    @property
+    def fitted(self) -> bool:
+        """Whether this pair's calibration is fitted here (to published rates), not taken as measured or
+        borrowed from another pair."""
+        return self.calibrate not in (None, "none")
+
 
 @dataclass(frozen=True)
 class CalibrationSettings:

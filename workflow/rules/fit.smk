@@ -1,4 +1,6 @@
 # Stage 2: acceptance models from the measured profile, the paper pairs' calibrations and tau.
+from adsl.settings import PairDerivation
+
 PAIRS = sorted(ACC["pairs"])
 MEASURED = [paths.measured_model(c) for c in ACC["categories"]]
 ALL_PAIR_MODELS = paths.pair_models(PAIRS, ACC["categories"])
@@ -73,9 +75,8 @@ rule calibrate_pair:
         "logs/benchmarks/calibrate_pair/{pair}.tsv"
     wildcard_constraints:
         pair="|".join(PAIRS),
-    # a pair fitted to published rates first: the longest calibration, and the pairs derived from it
-    # (same_as) and tau wait for it (it ran after the 4 s Llama one, on the sweep's critical path)
-    priority: lambda wc: 21 if ACC["pairs"][wc.pair].get("calibrate", "none") != "none" else 20
+    # a fitted calibration first: it is the long one, and the pairs that borrow it (same_as) and tau wait for it
+    priority: lambda wc: 21 if PairDerivation(**ACC["pairs"][wc.pair]).fitted else 20
     conda:
         "../envs/adsl.yaml"
     resources:

@@ -32,8 +32,8 @@ CHUNKS = 4  # FC / attention alternations per pass (split over a pipeline's stag
 CAPACITY = 4096  # busy intervals a machine may hold at once (past ones are pruned)
 NONE = -1.0  # "no time" (a request left to arrive: never)
 # Functions only compiled code calls: no CPython or C entry point. numba builds both for every function and
-# links them, with the function, into each caller's module, which it optimises again (the compile 92 -> 70 s
-# on a 2-core EPYC); those the tests call from Python (and run_replica) keep theirs.
+# links them, with the function, into each caller's module, which it optimises again (a cold compile 77 -> 70 s
+# on a 2-core EPYC, docs/simulator.md); those the tests or the Python side call keep theirs.
 INNER = {"cache": True, "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
 
 
