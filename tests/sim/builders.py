@@ -1,7 +1,9 @@
 """Setups and streams the simulator's tests share."""
 
 import dataclasses
+import importlib.util
 
+import numba
 import numpy as np
 
 from adsl.fitting.generator import CONTINUED, FIRST, running_product_lengths
@@ -88,3 +90,16 @@ def logged(monkeypatch, *args, **kw):
         m.setattr(core, "run_result", spy)
         res = core.simulate_core(*args, **kw)
     return res, seen["tables"], seen["reps"]
+
+
+def uncompiled(module):
+    """A fresh copy of ``module`` whose ``njit`` functions stay plain Python (numba reads DISABLE_JIT when
+    it decorates): the loop's functions that only compiled code may call (``loop.INNER``) called from a test."""
+    numba.config.DISABLE_JIT = True
+    try:
+        spec = importlib.util.spec_from_file_location(f"{module.__name__}_uncompiled", module.__file__)
+        copy = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(copy)
+    finally:
+        numba.config.DISABLE_JIT = False
+    return copy

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adsl.sim import loop
+from tests.sim.builders import uncompiled
 
 times = st.lists(st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 3.25]), min_size=1, max_size=12)
 
@@ -111,3 +112,38 @@ def test_the_prune_forgets_what_ended_by_now_every_pruneth_call_and_a_full_machi
     loop._place(*full, 0, 2.0, 1.0)
     with pytest.raises(RuntimeError, match="more busy intervals than CAPACITY"):
         loop._place(*full, 0, 4.0, 1.0)
+
+
+@pytest.fixture(scope="module")
+def plain():
+    return uncompiled(loop)
+
+
+def _busy(intervals, t):
+    return any(s <= t < e for s, e in intervals)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("on_gpu", [True, False])
+def test_the_drafter_is_idle_where_the_machine_its_pass_starts_on_books_nothing_at_t(plain, shared, on_gpu):
+    """Whether requests already running draft during a new request's prefill (``_finish``) turns on
+    ``_drafter_idle``: the first stage's GPU where the draft pass has a GPU part, else its PIM, which with
+    shared stacks books into the GPU's row. Against a brute-force scan of that row's bookings, at times
+    inside, at the ends and at the starts of intervals, between them and after them all."""
+    mach = plain.machines(4, 2, shared)  # a two-stage pipeline: GPU 0, PIM 1, GPU 2, PIM 3
+    booked = {0: [(1.0, 2.0), (3.0, 5.0)], 1: [(2.0, 3.0), (6.0, 7.0)], 2: [(0.0, 9.0)], 3: [(0.0, 9.0)]}
+    for m, row in booked.items():
+        for s, e in row:
+            plain._place(mach[0], mach[1], mach[2], mach[8][m], s, e - s)
+    grid = np.zeros((1, 5, 4))  # draft variant x requests x context grid
+    gpu, pim = (grid + 1e-3, grid + 2e-3) if on_gpu else (grid, grid + 2e-3)
+    tab = (gpu, pim, *(None,) * 6, 16.0)
+    lay = (2, True, 2, False, shared, 0.0)
+    row = booked[0] + (booked[1] if shared else []) if on_gpu or shared else booked[1]
+    for t in (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 5.5, 6.0, 6.5, 7.0, 8.0):
+        assert plain._drafter_idle(mach, lay, tab, 3, 20.0, t) == (not _busy(row, t)), t
+    no_pim = plain.machines(1, 1, False)
+    plain._place(no_pim[0], no_pim[1], no_pim[2], 0, 1.0, 1.0)
+    for t, idle in ((0.5, True), (1.0, False), (2.0, True)):
+        gpu_only = (grid + 1e-3, grid, *(None,) * 6, 16.0)
+        assert plain._drafter_idle(no_pim, (1, False, 1, False, False, 0.0), gpu_only, 3, 20.0, t) == idle

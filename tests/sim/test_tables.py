@@ -161,6 +161,27 @@ def test_a_pass_table_reads_gpu_plus_link_and_pim_seconds_linear_in_context(mode
     assert t.at(0, 100.0) == (0.0, 0.0)
 
 
+def test_a_cost_tables_weighted_sums_are_its_lookups_summed_to_the_bit(models, hw):
+    """``CostTable.sums`` (one gather over the stacked tables: what the accounting reads) gives, for every
+    quantity, exactly ``float((lookup(n, ctx).<quantity> * w1 * w2).sum())``, off the grid and on it,
+    with the tables' keys in their order."""
+    pair = models.pair(PAIR)
+    rng = np.random.default_rng(3)
+    for system, mapping in (("saddle-tp", PIM), ("dgx-a100", GPU), ("saddle", PIM)):
+        t = PassTable.build(pair.target, hw.system(system), 3, mapping, 40, 900.0).table
+        for size in (1, 7, 300):
+            n = rng.integers(0, 41, size)
+            ctx = np.where(rng.random(size) < 0.3, 16.0 * rng.integers(0, 56, size), rng.uniform(0, 900, size))
+            w1, w2 = rng.random(size), rng.random(size)
+            energy, busy, by_class = t.sums(n, ctx, w1, w2)
+            c = t.lookup(n, ctx)
+            assert energy == float((c.energy_j * w1 * w2).sum())
+            assert list(busy) == list(c.busy_s) and list(by_class) == list(c.by_class_s)
+            for got, want in ((busy, c.busy_s), (by_class, c.by_class_s)):
+                for k, v in want.items():
+                    assert got[k] == float((v * w1 * w2).sum()), k
+
+
 def test_the_dynamic_scheduler_runs_every_pass_on_its_faster_variant(models, hw, monkeypatch):
     """Per pass, draft FC and target attention go to whichever device finishes the pass sooner (the pass
     tables at its requests, context and tokens a request); starting from either placement of the target's

@@ -2,9 +2,7 @@
 every system kind, both pool triggers, static and continuous batching, open loop, timelines."""
 
 import dataclasses
-import importlib.util
 
-import numba
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -13,25 +11,12 @@ from hypothesis import strategies as st
 from adsl.settings import Continuous, MicroBatching
 from adsl.sim import core, loop, result, tables
 from adsl.sim.workload import Workload
-from tests.sim.builders import inputs, pim_sd, pooled, setup
-
-
-def _uncompiled(module):
-    """A fresh copy of ``module`` whose ``njit`` functions stay plain Python (numba reads DISABLE_JIT when
-    it decorates)."""
-    numba.config.DISABLE_JIT = True
-    try:
-        spec = importlib.util.spec_from_file_location(f"{module.__name__}_uncompiled", module.__file__)
-        copy = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(copy)
-    finally:
-        numba.config.DISABLE_JIT = False
-    return copy
+from tests.sim.builders import inputs, pim_sd, pooled, setup, uncompiled
 
 
 @pytest.fixture(scope="module")
 def plain():
-    return _uncompiled(loop), result.union_length.py_func  # union_length calls no other compiled function
+    return uncompiled(loop), result._merged_length.py_func  # it calls no other compiled function
 
 
 def _run(args, kw, plain=None):
@@ -41,7 +26,7 @@ def _run(args, kw, plain=None):
     try:  # the core, the pass tables and the accounting call the uncompiled functions
         mp.setattr(core, "loop", plain[0])
         mp.setattr(tables, "loop", plain[0])
-        mp.setattr(result, "union_length", plain[1])
+        mp.setattr(result, "_merged_length", plain[1])
         return core.simulate_core(*args, **kw)
     finally:
         mp.undo()

@@ -127,12 +127,14 @@ def window(rep: ReplicaLog, serving) -> tuple[float, float]:
     return start, end
 
 
-@njit(cache=True)
 def union_length(starts, ends, lo, hi):
-    """Length of the union of intervals [starts, ends) clipped to [lo, hi] (in start order, summed in that
-    order)."""
-    by_end = np.argsort(ends, kind="mergesort")
-    order = by_end[np.argsort(starts[by_end], kind="mergesort")]  # by start, then end (stable sorts)
+    """Length of the union of intervals [starts, ends) clipped to [lo, hi] (in start order, then end order,
+    summed in that order)."""
+    return _merged_length(starts, ends, np.lexsort((ends, starts)), lo, hi)
+
+
+@njit(cache=True)
+def _merged_length(starts, ends, order, lo, hi):
     total, cur_s, cur_e, have = 0.0, 0.0, 0.0, False
     for i in order:
         s, e = max(starts[i], lo), min(ends[i], hi)
@@ -156,11 +158,12 @@ def pass_groups(rep: ReplicaLog, lo: float, hi: float) -> list[tuple[tuple, tupl
     w = share[rep.pass_job]
     keep = (w > 0) & (rep.pass_n > 0)
     key = (rep.pass_table * 1000 + rep.pass_variant) * 1000 + rep.pass_q0
-    key, idx = key[keep], np.flatnonzero(keep)
-    codes, first = np.unique(key, return_index=True)
+    idx = np.flatnonzero(keep)
+    order = idx[np.argsort(key[idx], kind="stable")]  # by group, each group's rows in booking order
+    groups = np.split(order, np.flatnonzero(np.diff(key[order])) + 1) if order.size else []
     out = []
-    for code in codes[np.argsort(first, kind="stable")]:
-        rows = idx[key == code]
+    for rows in sorted(groups, key=lambda g: g[0]):  # in the order each group first appears
+        code = key[rows[0]]
         table, variant, q0 = code // 1_000_000, code // 1000 % 1000, code % 1000
         n, ctx = rep.pass_n[rows], rep.pass_ctx[rows]
         out.append(((loop.TABLES[table], int(variant), int(q0)), (n, ctx, rep.pass_f[rows], w[rows])))
@@ -218,12 +221,12 @@ def run_result(setup, tables, reps: list[ReplicaLog], serving, timelines: bool) 
             else:
                 parts = [(lookup[table][variant], np.ones_like(f_a))]
             for pt, wt in parts:
-                c = pt.table.lookup(n_a, c_a)
-                energy[r] += float((c.energy_j * wt * w_a).sum())
-                for k, v in c.busy_s.items():
-                    busy.setdefault(k, np.zeros(x))[r] += float((v * wt * w_a).sum())
-                for k, v in c.by_class_s.items():
-                    cls.setdefault(k, np.zeros(x))[r] += float((v * wt * w_a).sum())
+                e, by_device, by_class = pt.table.sums(n_a, c_a, wt, w_a)
+                energy[r] += e
+                for k, v in by_device.items():
+                    busy.setdefault(k, np.zeros(x))[r] += v
+                for k, v in by_class.items():
+                    cls.setdefault(k, np.zeros(x))[r] += v
         for k, kinds in STAGES.items():
             m = np.isin(rep.job_kind, kinds)
             stage[k][r] = union_length(rep.job_start[m], rep.job_end[m], lo, hi)

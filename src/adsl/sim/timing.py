@@ -4,7 +4,7 @@ or GPU/PIM overlap of sub-batches (AttAcc-style). Arrays in, arrays out."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -108,6 +108,9 @@ class CostTable:
     energy_j: np.ndarray
     busy_s: dict[str, np.ndarray]
     by_class_s: dict[str, np.ndarray]
+    # energy, busy_s and by_class_s stacked in that order (those fields are views of it), so the accounting
+    # interpolates every quantity with one gather (``sums``)
+    stack: np.ndarray = field(repr=False, compare=False)
 
     @classmethod
     def build(cls, model, system, q, mapping, micro_batching, n_max: int, ctx_max: float, copies: int = 1) -> CostTable:
@@ -126,17 +129,14 @@ class CostTable:
         shape = (q.size, n.size, ctx.size)
         full = lambda a: np.broadcast_to(np.asarray(a, dtype=float), shape)  # noqa: E731
         time, energy = full(c.time_s), full(c.energy_j)
-        busy = {k: full(v) for k, v in c.busy_s.items()}
-        by_cls = {k: full(v) for k, v in c.by_class_s.items()}
-        return [
-            cls(
-                time[i].copy(),
-                energy[i].copy(),
-                {k: v[i].copy() for k, v in busy.items()},
-                {k: v[i].copy() for k, v in by_cls.items()},
-            )
-            for i in range(q.size)
-        ]
+        parts = [energy, *(full(v) for v in c.busy_s.values()), *(full(v) for v in c.by_class_s.values())]
+        out = []
+        for i in range(q.size):
+            stack = np.stack([a[i] for a in parts])
+            views = iter(stack[1:])
+            busy = {k: next(views) for k in c.busy_s}
+            out.append(cls(time[i].copy(), stack[0], busy, {k: next(views) for k in c.by_class_s}, stack))
+        return out
 
     def lookup(self, n, ctx) -> BatchCost:
         n = np.broadcast_to(np.asarray(n), np.broadcast_shapes(np.shape(n), np.shape(ctx))).astype(np.int64)
@@ -154,3 +154,22 @@ class CostTable:
             {k: interp(v) for k, v in self.busy_s.items()},
             {k: interp(v) for k, v in self.by_class_s.items()},
         )
+
+    def sums(self, n, ctx, *weights) -> tuple[float, dict[str, float], dict[str, float]]:
+        """Energy, busy and class seconds of passes at (``n``, ``ctx``), each pass's values times ``weights``
+        in turn, summed: ``float((lookup(n, ctx).energy_j * w1 * w2 ...).sum())`` and the like, to the bit,
+        from one gather over the stacked tables instead of one per quantity."""
+        n = np.asarray(n, dtype=np.int64)
+        pos = np.asarray(ctx, dtype=float) / CTX_STEP
+        i = np.minimum(pos.astype(np.int64), self.time_s.shape[1] - 2)
+        f = pos - i
+        grid = self.stack.shape[2]
+        flat = self.stack.reshape(len(self.stack), -1)
+        at = n * grid + i  # the grid point below each pass, in the flattened (requests, context) plane
+        v = flat.take(at, axis=1) * (1 - f) + flat.take(at + 1, axis=1) * f
+        for w in weights:
+            v = v * w
+        total = v.sum(axis=1)  # a C-ordered row is summed pairwise, as the row alone would be
+        nb = len(self.busy_s)
+        busy = {k: float(t) for k, t in zip(self.busy_s, total[1 : 1 + nb], strict=True)}
+        return float(total[0]), busy, {k: float(t) for k, t in zip(self.by_class_s, total[1 + nb :], strict=True)}
