@@ -156,9 +156,9 @@ class CostTable:
         )
 
     def sums(self, n, ctx, *weights) -> tuple[float, dict[str, float], dict[str, float]]:
-        """Energy, busy and class seconds of passes at (``n``, ``ctx``), each pass's values times ``weights``
-        in turn, summed: ``float((lookup(n, ctx).energy_j * w1 * w2 ...).sum())`` and the like, to the bit,
-        from one gather over the stacked tables instead of one per quantity."""
+        """Energy, busy and class seconds of passes at (``n``, ``ctx``; 1-D, one entry a pass), each pass's
+        values times ``weights`` in turn, summed: ``float((lookup(n, ctx).energy_j * w1 * w2 ...).sum())``
+        and the like, to the bit, from one gather over the stacked tables instead of one per quantity."""
         n = np.asarray(n, dtype=np.int64)
         pos = np.asarray(ctx, dtype=float) / CTX_STEP
         i = np.minimum(pos.astype(np.int64), self.time_s.shape[1] - 2)
