@@ -18,7 +18,7 @@ from adsl.sim.core import simulate_core
 from adsl.sim.setup import SimError
 from adsl.sim.tables import PassTables
 from adsl.sim.workload import Workload
-from tests.sim.builders import pooled, streams
+from tests.sim.builders import logged, pooled, streams
 
 PAIR = "OPT-66B"
 NO_ROWS = np.zeros((1, 1), np.int64)
@@ -559,3 +559,44 @@ def test_too_short_streams_are_rejected_with_the_length_needed(models, hw):
         simulate_core(setup_, pair, Workload(prompt, out, acc, short, conf))
     with pytest.raises(SimError, match=rf"^confidence must be {shape}"):
         simulate_core(setup_, pair, Workload(prompt, out, acc, np.full(conf.shape, 2), conf[..., :-1]))
+
+
+def test_running_requests_draft_during_a_new_requests_prefill_where_their_drafter_is_idle(models, hw, monkeypatch):
+    """With the draft on PIM alone (unit costs: no GPU or link part) and prompts prefilled on the GPU, a
+    request admitted with its prefill drafts in a chain of its own once the prefill has ended, while the
+    requests already running draft during the prefill (``_finish``'s late slots). After every prefill
+    that a fresh chain starts inside: that chain is the only one inside and drafts for requests already
+    running (their contexts have grown past the 64-token prompts), and exactly one chain starts between
+    the prefill's end and the next verification (which waits for every entry, ``complete``), drafting for
+    the admitted requests alone (context 64). Some prefill has a chain inside."""
+    monkeypatch.setattr(PassTables, "flat", _unit_costs(0.002, 0.1))
+    d, n = 3, 16
+    rng = np.random.default_rng(7)
+    out = rng.integers(5, 30, (1, n))
+    acc = rng.random((1, n, 60)) < 0.7
+    conf = np.ones((1, n, 60), dtype=np.float32)
+    lengths = rng.integers(1, 2 * d + 2, (1, n, 60))
+    setup_ = pooled(hw, True, "complete", mb=1, d=d, pool=4 * (d + 1))
+    work = Workload(np.full((1, n), 64.0), out, acc, lengths, conf, conf)
+    _, _, (rep,) = logged(monkeypatch, setup_, models.pair(PAIR), work, Continuous(4, 2, prefill=True))
+    kinds = np.array(loop.KINDS)[rep.job_kind]
+    drafts = np.flatnonzero(kinds == "draft")
+    verifies = rep.job_start[kinds == "verify"]
+    pre = np.flatnonzero(kinds == "prefill")
+    assert pre.size % 2 == 0 and pre.size
+    spans = [(rep.job_start[pre[i]], rep.job_end[pre[i + 1]]) for i in range(0, pre.size, 2)]  # target, draft
+
+    def first_context(job):  # the mean context of the chain's first step
+        return rep.pass_ctx[np.flatnonzero(rep.pass_job == job)[0]]
+
+    inside_some = 0
+    for a, b in spans:
+        inside = drafts[(rep.job_start[drafts] >= a) & (rep.job_start[drafts] < b)]
+        if not inside.size:
+            continue
+        inside_some += 1
+        nxt = verifies[verifies >= b].min()
+        after = drafts[(rep.job_start[drafts] >= b) & (rep.job_start[drafts] < nxt)]
+        assert inside.size == 1 and after.size == 1, (a, b)
+        assert first_context(inside[0]) > 64.0 and first_context(after[0]) == 64.0, (a, b)
+    assert inside_some > 0
