@@ -43,7 +43,7 @@ TESTS = ["tests/sim", "tests/fitting", "tests/perf", "tests/figures", "tests/tes
 REASONS = ROOT / "tools" / "mutation_survivors.yaml"
 
 
-def _config(modules: list[str], selection: list[str]) -> str:
+def _config(modules: list[str], selection: list[str], timeout_multiplier: float) -> str:
     only = ", ".join(f'"src/adsl/{m}"' for m in modules)
     tests = ", ".join(f'"{t}"' for t in selection)
     return f"""
@@ -53,7 +53,21 @@ only_mutate = [{only}]
 pytest_add_cli_args_test_selection = [{tests}]
 pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]
 also_copy = ["config", "data", "src", "workflow", "Snakefile", "profiles"]
+timeout_multiplier = {timeout_multiplier}
 """
+
+
+def _globs(files: dict[str, list[str] | None]) -> list[str]:
+    """mutmut's names of the listed functions' mutants (none: every mutant of the modules runs)."""
+    if any(functions is None for functions in files.values()):
+        return []
+    out = []
+    for module, functions in files.items():
+        dotted = "adsl." + module.removesuffix(".py").replace("/", ".") + "."
+        for f in functions:
+            cls, _, meth = f.rpartition(".")
+            out.append(dotted + (f"x\u01c1{cls}\u01c1{meth}" if cls else f"x_{f}") + "__mutmut_*")
+    return out
 
 
 def _mutmut(work: Path, *args: str) -> str:
@@ -102,10 +116,17 @@ def main(argv: list[str] | None = None) -> int:
         "modules",
         nargs="*",
         default=MODULES,
-        help="paths under src/adsl/, optionally with ':f,g' to report only those functions (default: MODULES)",
+        help="paths under src/adsl/, optionally with ':f,g' to run and report only those functions (default: MODULES)",
     )
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--tests", nargs="+", default=TESTS, help="test paths mutmut may run (default: TESTS)")
+    ap.add_argument(
+        "--timeout-multiplier",
+        type=float,
+        default=15.0,
+        help="a mutant is stopped after 2 x this x (its tests' clean CPU time + 1 s) of CPU time (mutmut's default 15; "
+        "a mutant that loops forever in a 30 s test otherwise runs 15 minutes)",
+    )
     ap.add_argument("--workdir", type=Path, help="scratch folder (default: a new temporary one)")
     ap.add_argument("--report", type=Path, help="also write the report here (Markdown)")
     ap.add_argument(
@@ -117,11 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.report_only:
         if not (work / ".git").exists():
             subprocess.run(["git", "clone", "-q", str(ROOT), str(work)], check=True)
-        with open(work / "pyproject.toml", "a") as f:
-            f.write(_config(list(files), args.tests))
+        if "[tool.mutmut]" not in (work / "pyproject.toml").read_text():  # a rerun in the same --workdir
+            with open(work / "pyproject.toml", "a") as f:
+                f.write(_config(list(files), args.tests, args.timeout_multiplier))
         if os.environ.get("NUMBA_DISABLE_JIT") == "1":
             _strip_njit(work, list(files))
-        _mutmut(work, "run", "--max-children", str(args.jobs))
+        _mutmut(work, "run", "--max-children", str(args.jobs), *_globs(files))
     status = {}
     for line in _mutmut(work, "results", "--all", "true").splitlines():
         m = re.match(r"\s*(\S+): (\S+)", line)
