@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 import adsl.sim.core as core
 from adsl.fitting.generator import CONTINUED, FIRST, match_runs, running_product_lengths
 from adsl.settings import Continuous
-from adsl.sim import loop
+from adsl.sim import loop, tables
 from adsl.sim.core import simulate_core
 from adsl.sim.setup import SimError
 from adsl.sim.tables import PassTables
 from adsl.sim.workload import Workload
-from tests.sim.builders import logged, pooled, streams
+from tests.sim.builders import logged, pooled, streams, uncompiled
 
 PAIR = "OPT-66B"
 NO_ROWS = np.zeros((1, 1), np.int64)
@@ -388,9 +388,12 @@ def _logged_chains(rep, d):
     return out
 
 
+@pytest.mark.parametrize("flagged", [False, True])
 @pytest.mark.parametrize("eager,trigger", [(False, "complete"), (True, "complete"), (True, "idle")])
 @pytest.mark.parametrize("serving", [None, Continuous(2, 0, prefill=False), Continuous(3, 2, prefill=False)])
-def test_counts_and_draft_steps_follow_a_slot_by_slot_reference(models, hw, monkeypatch, eager, trigger, serving):
+def test_counts_and_draft_steps_follow_a_slot_by_slot_reference(
+    models, hw, monkeypatch, eager, trigger, serving, flagged
+):
     """With a pool that never overflows each slot runs on its own, so the scalar reference fixes every
     round: the requests each pass verifies, tokens, passes, drafted and wasted tokens and the largest pool
     (static batch, or refilled slots from a queue, with the window from the pass that completes the
@@ -399,7 +402,8 @@ def test_counts_and_draft_steps_follow_a_slot_by_slot_reference(models, hw, monk
     Drafting a chain takes less than a pass (unit costs: a draft step 0.02 s on PIM, a pass 1 s on the
     GPU), so under the ``idle`` trigger a request drafting from a correction catches the next pass.
     Lengths include zeros (nothing above tau: an ``idle`` request joins the pass at once) and lengths
-    beyond the 2 d + 1 cap."""
+    beyond the 2 d + 1 cap. Flagged streams: a draft that continues kept eager tokens reads the continuing
+    runs, and a request that takes a finished one's slot starts afresh."""
     monkeypatch.setattr(PassTables, "flat", _unit_costs(0.02, 1.0))
     d, n, x = 3, 6, 2
     rng = np.random.default_rng(5)
@@ -407,6 +411,8 @@ def test_counts_and_draft_steps_follow_a_slot_by_slot_reference(models, hw, monk
     out = rng.integers(5, 40, (x, n))
     prompt = rng.integers(20, 70, (x, n)).astype(float)
     acc = rng.random((x, n, t)) < 0.7
+    if flagged:  # a continuing draft's outcome the opposite of a first one's: the wrong runs always show
+        acc = acc.astype(np.uint8) * FIRST | (~acc).astype(np.uint8) * CONTINUED
     conf = np.ones((x, n, t), dtype=np.float32)
     lengths = np.where(rng.random((x, n, t)) < 0.3, 0, rng.integers(1, 2 * d + 4, (x, n, t)))
     slots = n if serving is None else serving.slots
@@ -421,8 +427,8 @@ def test_counts_and_draft_steps_follow_a_slot_by_slot_reference(models, hw, monk
     monkeypatch.setattr(core, "run_result", spy)
     res = simulate_core(setup_, models.pair(PAIR), Workload(prompt, out, acc, lengths, conf, conf), serving)
     for r in range(x):
-        runs = match_runs(acc[r])
-        rounds, chains = _slot_reference(runs, runs, lengths[r], prompt[r], out[r], d, slots, eager, trigger)
+        runs, cont = match_runs(acc[r]), match_runs(acc[r], continuing=flagged)
+        rounds, chains = _slot_reference(runs, cont, lengths[r], prompt[r], out[r], d, slots, eager, trigger)
         rep = reps["all"][r]
         passes = [rd for rd in rounds if rd["nv"] > 0]
         # every pass verifies the requests the reference verifies, one event (emitted, completed) a pass
@@ -561,6 +567,58 @@ def test_too_short_streams_are_rejected_with_the_length_needed(models, hw):
         simulate_core(setup_, pair, Workload(prompt, out, acc, np.full(conf.shape, 2), conf[..., :-1]))
 
 
+def _late_case(hw, n=16, seed=7):
+    """A pooled SADDLE of one micro-batch whose 4 slots take ``n`` requests with a prefill each (under
+    ``_unit_costs(0.002, 0.1)``: a draft step 2 ms on PIM alone, a verification 0.1 s on the GPU)."""
+    d = 3
+    rng = np.random.default_rng(seed)
+    out = rng.integers(5, 30, (1, n))
+    acc = rng.random((1, n, 60)) < 0.7
+    conf = np.ones((1, n, 60), dtype=np.float32)
+    lengths = rng.integers(1, 2 * d + 2, (1, n, 60))
+    setup_ = pooled(hw, True, "complete", mb=1, d=d, pool=4 * (d + 1))
+    return setup_, Workload(np.full((1, n), 64.0), out, acc, lengths, conf, conf), Continuous(4, 2, prefill=True)
+
+
+def test_the_drafter_idle_check_is_asked_about_the_running_requests_at_their_mean_context(models, hw, monkeypatch):
+    """Where requests are admitted with a prefill, whether the others may draft during it is asked of the
+    draft pass of the requests already running (verified by the pass, not just admitted, with tokens
+    left) at their mean context after the pass's tokens, and only where there are some (the uncompiled
+    loop, its check and the admission it follows spied on). Near the queue's end a verified slot finishes
+    and finds no request to take: it is not running."""
+    monkeypatch.setattr(PassTables, "flat", _unit_costs(0.002, 0.1))
+    plain = uncompiled(loop)
+    monkeypatch.setattr(core, "loop", plain)
+    monkeypatch.setattr(tables, "loop", plain)
+    seen, calls = {}, []
+    finish, admit, idle = plain._finish, plain.admit, plain._drafter_idle
+
+    def spy_finish(*args):
+        seen["slots"], seen["sel"] = args[9], args[13].copy()
+        return finish(*args)
+
+    def spy_admit(*args):
+        seen["admitted"] = admit(*args)
+        return seen["admitted"]
+
+    def spy_idle(mach, lay, tab, n, ctx, t):
+        left, context = seen["slots"][2], seen["slots"][3]
+        running = seen["sel"] & ~seen["admitted"] & (left > 0)
+        empty = seen["sel"] & ~seen["admitted"] & (left == 0)
+        calls.append((n, ctx, running.sum(), context[running].sum() / max(running.sum(), 1), empty.any()))
+        return idle(mach, lay, tab, n, ctx, t)
+
+    monkeypatch.setattr(plain, "_finish", spy_finish)
+    monkeypatch.setattr(plain, "admit", spy_admit)
+    monkeypatch.setattr(plain, "_drafter_idle", spy_idle)
+    setup_, work, serving = _late_case(hw, n=19, seed=0)
+    simulate_core(setup_, models.pair(PAIR), work, serving)
+    for n, ctx, want_n, want_ctx, _ in calls:
+        assert n == want_n > 0
+        assert ctx == pytest.approx(want_ctx, rel=1e-12)
+    assert len({n for n, *_ in calls}) > 1 and any(empty for *_, empty in calls)
+
+
 def test_running_requests_draft_during_a_new_requests_prefill_where_their_drafter_is_idle(models, hw, monkeypatch):
     """With the draft on PIM alone (unit costs: no GPU or link part) and prompts prefilled on the GPU, a
     request admitted with its prefill drafts in a chain of its own once the prefill has ended, while the
@@ -570,15 +628,8 @@ def test_running_requests_draft_during_a_new_requests_prefill_where_their_drafte
     the prefill's end and the next verification (which waits for every entry, ``complete``), drafting for
     the admitted requests alone (context 64). Some prefill has a chain inside."""
     monkeypatch.setattr(PassTables, "flat", _unit_costs(0.002, 0.1))
-    d, n = 3, 16
-    rng = np.random.default_rng(7)
-    out = rng.integers(5, 30, (1, n))
-    acc = rng.random((1, n, 60)) < 0.7
-    conf = np.ones((1, n, 60), dtype=np.float32)
-    lengths = rng.integers(1, 2 * d + 2, (1, n, 60))
-    setup_ = pooled(hw, True, "complete", mb=1, d=d, pool=4 * (d + 1))
-    work = Workload(np.full((1, n), 64.0), out, acc, lengths, conf, conf)
-    _, _, (rep,) = logged(monkeypatch, setup_, models.pair(PAIR), work, Continuous(4, 2, prefill=True))
+    setup_, work, serving = _late_case(hw)
+    _, _, (rep,) = logged(monkeypatch, setup_, models.pair(PAIR), work, serving)
     kinds = np.array(loop.KINDS)[rep.job_kind]
     drafts = np.flatnonzero(kinds == "draft")
     verifies = rep.job_start[kinds == "verify"]
