@@ -393,13 +393,19 @@ def test_the_controller_adds_its_decision_to_every_draft_step_of_a_per_token_pol
     assert fixed_paid.time_s[0] == simulate_core(fixed, pair, Workload(w.prompt_len, out, acc)).time_s[0]
 
 
-def test_lengths_under_a_lowered_tau_are_in_force_only_while_few_requests_are_in_flight(models, hw):
-    """SADDLE-s, a static batch of 8: lengths for light load in force at any load (at most 8 in flight) are
-    the run with those lengths; never in force (0), the run without them; in force from 4 in flight on, in
-    between (the batch drains from 8 requests)."""
+@pytest.mark.parametrize("kind", ["SADDLE-s", "SADDLE-p", "SD"])
+def test_lengths_under_a_lowered_tau_are_in_force_only_while_few_requests_are_in_flight(models, hw, kind):
+    """SADDLE-s, SADDLE-p and SD drafting by the running product (two micro-batches), a static batch of 8:
+    lengths for light load in force at any load (at most 8 in flight) are the run with those lengths;
+    never in force (0), the run without them; in force from 4 in flight on, in between (the batch drains
+    from 8 requests)."""
     pair = models.pair(PAIR)
     conf, later, acc, out, lengths = inputs(6, 1, 8)
-    s = pooled(hw, eager=True, mb=1, pool=64)
+    s = {
+        "SADDLE-s": pooled(hw, eager=True, mb=1, pool=64),
+        "SADDLE-p": pooled(hw, eager=False, mb=2, pool=64),
+        "SD": setup(hw, mb=2, policy="running_product"),
+    }[kind]
     w = Workload(np.full(out.shape, 64.0), out, acc, lengths, conf, later)
     longer = np.minimum(lengths + 3, 12)
     plain = simulate_core(s, pair, w)

@@ -147,3 +147,52 @@ def test_the_drafter_is_idle_where_the_machine_its_pass_starts_on_books_nothing_
     for t, idle in ((0.5, True), (1.0, False), (2.0, True)):
         gpu_only = (grid + 1e-3, grid, *(None,) * 6, 16.0)
         assert plain._drafter_idle(no_pim, (1, False, 1, False, False, 0.0), gpu_only, 3, 20.0, t) == idle
+
+
+def test_a_booking_never_reads_past_a_machines_count(plain):
+    """A pass placed after every interval of a machine is a new interval even where a slot past the count
+    still holds a start equal to the pass's end (pruned or moved intervals leave such stale slots)."""
+    st_, en, cnt = np.zeros((1, 8)), np.zeros((1, 8)), np.zeros(1, np.int64)
+    st_[0, :3], en[0, :3], cnt[0] = (0.0, 5.0, 10.0), (1.0, 6.0, 11.0), 2  # slot 2: stale
+    before = st_.copy(), en.copy(), cnt.copy()
+    assert plain._place(st_, en, cnt, 0, 7.0, 3.0) == 7.0  # a new interval
+    assert cnt[0] == 3 and list(zip(st_[0, :3], en[0, :3], strict=True)) == [(0.0, 1.0), (5.0, 6.0), (7.0, 10.0)]
+    st_, en, cnt = before
+    assert plain._place(st_, en, cnt, 0, 6.0, 4.0) == 6.0  # the last interval extended
+    assert cnt[0] == 2 and list(zip(st_[0, :2], en[0, :2], strict=True)) == [(0.0, 1.0), (5.0, 10.0)]
+
+
+def test_pass_variants_that_tie_go_to_the_lower_one_and_q_reads_up_to_the_last_column(plain):
+    """Two draft or verification variants as fast as each other, one on the GPU and one in PIM: the
+    scheduler keeps the first (the lower variant). Tokens per request q read the verify tables of the
+    integer q below and the one above with the fraction's weight: at the last table, its own at weight 1,
+    at a whole q its own at weight 0."""
+    grid = np.zeros((2, 5, 4))
+    gpu, pim = grid.copy(), grid.copy()
+    gpu[0], pim[1] = 1e-3, 1e-3
+    assert plain.draft_pass(gpu, pim, 3, 20.0, 16.0) == (0, 1e-3, 0.0)
+    assert plain.draft_pass(gpu[::-1].copy(), pim[::-1].copy(), 3, 20.0, 16.0) == (0, 0.0, 1e-3)
+    vg = np.zeros((2, 4, 5, 4))  # variant x tokens per request - 1 x requests x context grid
+    vp = vg.copy()
+    vg[0], vp[1] = 1e-2, 1e-2
+    vg[0, :, 3, :] = vp[1, :, 3, :] = np.array([1.0, 2.0, 4.0, 8.0])[:, None] * 1e-2  # q = 1..4
+    assert plain.verify_pass(vg, vp, 3, 20.0, 4.0, 16.0) == (0, 3, 1.0, 8e-2, 0.0)
+    assert plain.verify_pass(vg, vp, 3, 20.0, 3.0, 16.0) == (0, 3, 0.0, 4e-2, 0.0)
+    v, q0, f, g, p = plain.verify_pass(vg, vp, 3, 20.0, 2.5, 16.0)
+    assert (v, q0, f, p) == (0, 2, 0.5, 0.0) and g == pytest.approx(3e-2, rel=1e-12)
+
+
+def test_the_lowered_taus_lengths_are_in_force_while_at_most_so_many_requests_are_in_flight(plain):
+    """``length_table``: the light-load lengths while the requests with tokens left number at most the
+    limit (a request with one token left is in flight), the tau lengths above it or with no limit (0)."""
+    normal, light = np.full((3, 4), 7), np.full((3, 4), 2)
+
+    def table(left, at_most):
+        rq = (None,) * 7 + (normal, True, None, None, light, np.int64(at_most))
+        slots = (None, None, np.array(left, np.int64))
+        return plain.length_table(rq, slots)
+
+    assert table([1, 0, 0], 1) is light
+    assert table([1, 1, 0], 1) is normal
+    assert table([3, 1, 0], 2) is light
+    assert table([1, 0, 0], 0) is normal

@@ -297,8 +297,9 @@ def _slot_reference(runs, cont_runs, lengths, prompt, out, d, slots, eager, trig
     drafts (from a correction, or of a request just admitted) come before the pass (``complete``: it
     waits for them) or during it (``idle``: the pass starts on the entries ready, a request drafting
     catches the next pass; one with nothing to draft joins at once). Returns per round the requests busy
-    at its start, completions, verified requests, pool tokens, drafted, wasted and emitted tokens; and
-    the draft chains in the order they are drafted: (kind, [(slot, tokens, context of the first)])."""
+    at its start, completions, verified requests and their summed context, pool tokens, drafted, wasted
+    and emitted tokens; and the draft chains in the order they are drafted: (kind, [(slot, tokens,
+    context of the first)])."""
     n_req = len(out)
     slot = [None] * slots
     nxt = 0
@@ -315,7 +316,7 @@ def _slot_reference(runs, cont_runs, lengths, prompt, out, d, slots, eager, trig
         admit(i)
     rounds, chains = [], []
     while any(s is not None for s in slot):
-        rd = dict(n=sum(s is not None for s in slot), nv=0, pool=0, drafted=0, wasted=0, emitted=0)
+        rd = dict(n=sum(s is not None for s in slot), nv=0, pool=0, drafted=0, wasted=0, emitted=0, ctx=0.0)
         fresh_chain, eager_chain = [], []
         done = []
         for i, s in enumerate(slot):
@@ -342,6 +343,7 @@ def _slot_reference(runs, cont_runs, lengths, prompt, out, d, slots, eager, trig
             run = int(cont_runs[s["req"], s["pos"]] if s["cont"] else runs[s["req"], s["pos"]])
             acc = min(run, lv)
             rd["nv"] += 1
+            rd["ctx"] += s["ctx"]
             rd["pool"] += lv + 1
             if eager:
                 left = offered + extra - lv
@@ -395,8 +397,8 @@ def test_counts_and_draft_steps_follow_a_slot_by_slot_reference(
     models, hw, monkeypatch, eager, trigger, serving, flagged
 ):
     """With a pool that never overflows each slot runs on its own, so the scalar reference fixes every
-    round: the requests each pass verifies, tokens, passes, drafted and wasted tokens and the largest pool
-    (static batch, or refilled slots from a queue, with the window from the pass that completes the
+    round: the requests each pass verifies and their context, tokens, passes, drafted and wasted tokens and
+    the largest pool (static batch, or refilled slots from a queue, with the window from the pass that completes the
     warm-up-th request to the one that leaves the queue empty), and every draft chain in the order it is
     booked: requests drafting their j-th token and their summed context, fresh drafts and eager ones.
     Drafting a chain takes less than a pass (unit costs: a draft step 0.02 s on PIM, a pass 1 s on the
@@ -433,6 +435,8 @@ def test_counts_and_draft_steps_follow_a_slot_by_slot_reference(
         passes = [rd for rd in rounds if rd["nv"] > 0]
         # every pass verifies the requests the reference verifies, one event (emitted, completed) a pass
         np.testing.assert_array_equal(rep.round_n[rep.round_n > 0], [rd["nv"] for rd in passes])
+        verify = rep.pass_table == loop.TABLES.index("verify")  # at the mean context of the verified requests
+        np.testing.assert_allclose(rep.pass_n[verify] * rep.pass_ctx[verify], [rd["ctx"] for rd in passes], rtol=1e-12)
         np.testing.assert_array_equal(rep.event_emitted, [rd["emitted"] for rd in passes])
         np.testing.assert_array_equal(rep.event_completed, [rd["done"] for rd in passes])
         # every draft chain, in booking order
@@ -567,13 +571,14 @@ def test_too_short_streams_are_rejected_with_the_length_needed(models, hw):
         simulate_core(setup_, pair, Workload(prompt, out, acc, np.full(conf.shape, 2), conf[..., :-1]))
 
 
-def _late_case(hw, n=16, seed=7):
-    """A pooled SADDLE of one micro-batch whose 4 slots take ``n`` requests with a prefill each (under
-    ``_unit_costs(0.002, 0.1)``: a draft step 2 ms on PIM alone, a verification 0.1 s on the GPU)."""
+def _late_case(hw, n=16, seed=7, p=0.7):
+    """A pooled SADDLE of one micro-batch whose 4 slots take ``n`` requests with a prefill each, a draft
+    token accepted with probability ``p`` (under ``_unit_costs(0.002, 0.1)``: a draft step 2 ms on PIM
+    alone, a verification 0.1 s on the GPU)."""
     d = 3
     rng = np.random.default_rng(seed)
     out = rng.integers(5, 30, (1, n))
-    acc = rng.random((1, n, 60)) < 0.7
+    acc = rng.random((1, n, 60)) < p
     conf = np.ones((1, n, 60), dtype=np.float32)
     lengths = rng.integers(1, 2 * d + 2, (1, n, 60))
     setup_ = pooled(hw, True, "complete", mb=1, d=d, pool=4 * (d + 1))
@@ -619,16 +624,20 @@ def test_the_drafter_idle_check_is_asked_about_the_running_requests_at_their_mea
     assert len({n for n, *_ in calls}) > 1 and any(empty for *_, empty in calls)
 
 
-def test_running_requests_draft_during_a_new_requests_prefill_where_their_drafter_is_idle(models, hw, monkeypatch):
+@pytest.mark.parametrize("p", [0.7, 1.0])
+def test_running_requests_draft_during_a_new_requests_prefill_where_their_drafter_is_idle(models, hw, monkeypatch, p):
     """With the draft on PIM alone (unit costs: no GPU or link part) and prompts prefilled on the GPU, a
     request admitted with its prefill drafts in a chain of its own once the prefill has ended, while the
     requests already running draft during the prefill (``_finish``'s late slots). After every prefill
     that a fresh chain starts inside: that chain is the only one inside and drafts for requests already
     running (their contexts have grown past the 64-token prompts), and exactly one chain starts between
     the prefill's end and the next verification (which waits for every entry, ``complete``), drafting for
-    the admitted requests alone (context 64). Some prefill has a chain inside."""
+    the admitted requests alone (context 64). After every prefill a chain starts before the next
+    verification (the admitted requests' first entries, with or without the others'), also where every
+    running request keeps its eager tokens and drafts nothing (every token accepted). Some prefill has a
+    chain inside where drafts are rejected."""
     monkeypatch.setattr(PassTables, "flat", _unit_costs(0.002, 0.1))
-    setup_, work, serving = _late_case(hw)
+    setup_, work, serving = _late_case(hw, p=p)
     _, _, (rep,) = logged(monkeypatch, setup_, models.pair(PAIR), work, serving)
     kinds = np.array(loop.KINDS)[rep.job_kind]
     drafts = np.flatnonzero(kinds == "draft")
@@ -643,11 +652,24 @@ def test_running_requests_draft_during_a_new_requests_prefill_where_their_drafte
     inside_some = 0
     for a, b in spans:
         inside = drafts[(rep.job_start[drafts] >= a) & (rep.job_start[drafts] < b)]
+        nxt = verifies[verifies >= b].min()
+        after = drafts[(rep.job_start[drafts] >= b) & (rep.job_start[drafts] < nxt)]
+        assert after.size, (a, b)  # the admitted requests draft, whether or not others drafted during it
         if not inside.size:
             continue
         inside_some += 1
-        nxt = verifies[verifies >= b].min()
-        after = drafts[(rep.job_start[drafts] >= b) & (rep.job_start[drafts] < nxt)]
         assert inside.size == 1 and after.size == 1, (a, b)
         assert first_context(inside[0]) > 64.0 and first_context(after[0]) == 64.0, (a, b)
-    assert inside_some > 0
+    assert inside_some > 0 or p == 1.0
+
+
+def test_saddle_p_with_a_fixed_length_drafts_d_tokens_for_every_request_each_round(models, hw, monkeypatch):
+    """SADDLE-p under the fixed policy and an ample pool: each round both micro-batches draft d tokens for
+    every request with tokens left (however few it has left), and one pass verifies them all."""
+    d = 3
+    setup_ = dataclasses.replace(pooled(hw, eager=False, mb=2, d=d, pool=64), policy="fixed")
+    conf, acc = streams(2, 1, 8, 80)
+    out = np.random.default_rng(2).integers(5, 40, (1, 8))
+    _, _, (rep,) = logged(monkeypatch, setup_, models.pair(PAIR), Workload(np.full((1, 8), 64.0), out, acc))
+    assert rep.round_n.size > 5 and (rep.round_n > 0).all()
+    np.testing.assert_array_equal(rep.round_drafted, d * rep.round_n)
