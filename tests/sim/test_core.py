@@ -371,19 +371,26 @@ def test_free_drafting_reaches_the_verification_only_bound(models, hw, monkeypat
 @pytest.mark.parametrize("on_pim", [True, False])
 def test_the_controller_adds_its_decision_to_every_draft_step_of_a_per_token_policy(models, hw, monkeypatch, on_pim):
     """One micro-batch drafting then verifying in turn, a static batch: with the Controller's decision
-    charged, the run is longer by exactly that time per draft step (draft in PIM or on the GPU); a fixed
-    draft length (no per-token decision) pays nothing; the tokens and passes are the same."""
+    charged, the run is longer by exactly that time per draft step (draft in PIM or on the GPU), spent by
+    the drafting device (its draft segments, the timeline); a fixed draft length (no per-token decision)
+    pays nothing; the tokens and passes are the same."""
     pair = models.pair(PAIR)
     conf, later, acc, out, lengths = inputs(4, 1, 8)
     w = Workload(np.full(out.shape, 64.0), out, acc, lengths, conf, later)
     mapping = {"fc": "pim", "attention": "pim"} if on_pim else {"fc": "gpu", "attention": "gpu"}
     base = dataclasses.replace(setup(hw, d=4, draft_mapping=mapping), policy="running_product")
     step = 2.5e-5
-    free, _, reps = logged(monkeypatch, base, pair, w)
-    paid = simulate_core(dataclasses.replace(base, controller_step_s=step), pair, w)
+    free, _, reps = logged(monkeypatch, base, pair, w, timelines=True)
+    paid = simulate_core(dataclasses.replace(base, controller_step_s=step), pair, w, timelines=True)
     steps = int((reps[0].pass_table == TABLES.index("draft")).sum())
     assert steps > 0
     assert paid.time_s[0] == pytest.approx(free.time_s[0] + step * steps, rel=1e-12)
+
+    def drafting(res, on):  # draft seconds on the GPUs (even machines) or the PIMs (odd)
+        return sum(e - b for m, b, e, k in res.timelines[0]["segments"] if k == "draft" and m % 2 == on)
+
+    assert drafting(paid, on_pim) == pytest.approx(drafting(free, on_pim) + step * steps, rel=1e-9)
+    assert drafting(paid, not on_pim) == pytest.approx(drafting(free, not on_pim), rel=1e-9)
     np.testing.assert_array_equal(paid.tokens, free.tokens)
     np.testing.assert_array_equal(paid.iterations, free.iterations)
     fixed = dataclasses.replace(base, policy="fixed")

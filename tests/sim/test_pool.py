@@ -673,3 +673,68 @@ def test_saddle_p_with_a_fixed_length_drafts_d_tokens_for_every_request_each_rou
     _, _, (rep,) = logged(monkeypatch, setup_, models.pair(PAIR), Workload(np.full((1, 8), 64.0), out, acc))
     assert rep.round_n.size > 5 and (rep.round_n > 0).all()
     np.testing.assert_array_equal(rep.round_drafted, d * rep.round_n)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_pass_waits_for_the_eager_tokens_drafted_during_the_previous_one(models, hw, monkeypatch, seed):
+    """SADDLE-s under the ``complete`` trigger with draft steps (0.5 s on PIM) slower than a verification
+    (0.1 s on the GPU), one request: its next entry includes the eager tokens drafted during its last
+    pass, so no verification starts before the eager chain booked during the one before it has ended,
+    whatever follows the chain (a fresh draft, kept tokens, or nothing to draft: lengths of 0)."""
+    monkeypatch.setattr(PassTables, "flat", _unit_costs(0.5, 0.1))
+    rng = np.random.default_rng(seed)
+    d = 3
+    acc = rng.random((1, 1, 100)) < 0.6
+    conf = np.ones((1, 1, 100), dtype=np.float32)
+    lengths = np.where(rng.random((1, 1, 100)) < 0.4, 0, rng.integers(1, 2 * d + 2, (1, 1, 100)))
+    work = Workload(np.full((1, 1), 64.0), np.full((1, 1), 60), acc, lengths, conf, conf)
+    _, _, (rep,) = logged(monkeypatch, pooled(hw, True, "complete", mb=1, d=d, pool=16), models.pair(PAIR), work)
+    kinds = np.array(loop.KINDS)[rep.job_kind]
+    verify = np.flatnonzero(kinds == "verify")
+    eager = np.flatnonzero(kinds == "eager")
+    assert eager.size > 5
+    for a, b in zip(verify[:-1], verify[1:], strict=True):
+        during = eager[(rep.job_start[eager] >= rep.job_start[a]) & (rep.job_start[eager] < rep.job_start[b])]
+        assert (rep.job_end[during] <= rep.job_start[b]).all(), (a, b)
+
+
+def test_only_the_verified_entries_enter_the_cut_and_a_draft_is_capped_at_2d_plus_1(models, hw, monkeypatch):
+    """SADDLE under the ``idle`` trigger with an overflowing pool (the uncompiled loop, its admission and
+    fresh drafts spied on): the cut ranks only the entries of the requests the pass verifies (nothing of
+    those still drafting), some passes verify only some requests and cut them, and a request's draft
+    from where it stands is its length there, capped at 2 d + 1 (lengths here reach 3 d + 2)."""
+    monkeypatch.setattr(PassTables, "flat", _unit_costs(0.02, 0.1))
+    plain = uncompiled(loop)
+    monkeypatch.setattr(core, "loop", plain)
+    monkeypatch.setattr(tables, "loop", plain)
+    d, n, pool = 3, 6, 10
+    cuts, fulls = [], []
+    admit_pool, draft_fresh = plain.admit_pool, plain.draft_fresh
+
+    def spy_admit(want, rq, slots, capacity, sel, counts):
+        cuts.append((want.copy(), sel.copy(), capacity))
+        return admit_pool(want, rq, slots, capacity, sel, counts)
+
+    def spy_fresh(d_, mach, lay, tab, logs, counts, rq, slots, pool_, starts, stops, sel, releases, late):
+        draft_fresh(d_, mach, lay, tab, logs, counts, rq, slots, pool_, starts, stops, sel, releases, late)
+        cur, pos, left = slots[0], slots[1], slots[2]
+        for s in np.flatnonzero(sel & (left > 0)):
+            fulls.append((pool_[2][s], rq[7][cur[s], pos[s]]))
+
+    monkeypatch.setattr(plain, "admit_pool", spy_admit)
+    monkeypatch.setattr(plain, "draft_fresh", spy_fresh)
+    rng = np.random.default_rng(4)
+    acc = rng.random((1, n, 120)) < 0.8
+    conf = rng.random((1, n, 120)).astype(np.float32)
+    lengths = rng.integers(0, 3 * d + 3, (1, n, 120))
+    out = rng.integers(10, 40, (1, n))
+    simulate_core(
+        pooled(hw, True, "idle", mb=2, d=d, pool=pool),
+        models.pair(PAIR),
+        Workload(np.full((1, n), 64.0), out, acc, lengths, conf, conf),
+    )
+    for want, sel, _ in cuts:
+        assert (want[~sel] == 0).all()
+    assert any(not sel.all() and want.sum() > cap - sel.sum() for want, sel, cap in cuts)
+    assert all(full == min(length, 2 * d + 1) for full, length in fulls)
+    assert any(length > 2 * d + 1 for _, length in fulls)
