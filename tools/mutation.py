@@ -70,9 +70,9 @@ def _globs(files: dict[str, list[str] | None]) -> list[str]:
     return out
 
 
-def _mutmut(work: Path, *args: str) -> str:
+def _mutmut(work: Path, *args: str, env: dict | None = None) -> str:
     exe = Path(sys.executable).with_name("mutmut")
-    res = subprocess.run([str(exe), *args], cwd=work, capture_output=True, text=True)
+    res = subprocess.run([str(exe), *args], cwd=work, capture_output=True, text=True, env=env)
     if res.returncode not in (0, 1):
         tail = f"{res.stdout[-2000:]}\n{res.stderr[-2000:]}"
         raise SystemExit(f"mutmut {' '.join(args)} failed ({res.returncode}):\n{tail}")
@@ -127,6 +127,12 @@ def main(argv: list[str] | None = None) -> int:
         help="a mutant is stopped after 2 x this x (its tests' clean CPU time + 1 s) of CPU time (mutmut's default 15; "
         "a mutant that loops forever in a 30 s test otherwise runs 15 minutes)",
     )
+    ap.add_argument(
+        "--test-timeouts",
+        action="store_true",
+        help="a pytest-timeout per test of 4 x its clean time (tools/mutation_timeouts.py; needs pytest-timeout): "
+        "a mutant looping forever fails in seconds",
+    )
     ap.add_argument("--workdir", type=Path, help="scratch folder (default: a new temporary one)")
     ap.add_argument("--report", type=Path, help="also write the report here (Markdown)")
     ap.add_argument(
@@ -143,7 +149,12 @@ def main(argv: list[str] | None = None) -> int:
                 f.write(_config(list(files), args.tests, args.timeout_multiplier))
         if os.environ.get("NUMBA_DISABLE_JIT") == "1":
             _strip_njit(work, list(files))
-        _mutmut(work, "run", "--max-children", str(args.jobs), *_globs(files))
+        env = None
+        if args.test_timeouts:
+            path = os.pathsep.join(filter(None, [str(ROOT / "tools"), os.environ.get("PYTHONPATH")]))
+            addopts = f"{os.environ.get('PYTEST_ADDOPTS', '')} -p mutation_timeouts".strip()
+            env = {**os.environ, "PYTHONPATH": path, "PYTEST_ADDOPTS": addopts}
+        _mutmut(work, "run", "--max-children", str(args.jobs), *_globs(files), env=env)
     status = {}
     for line in _mutmut(work, "results", "--all", "true").splitlines():
         m = re.match(r"\s*(\S+): (\S+)", line)

@@ -1,0 +1,20 @@
+"""pytest plugin for mutation runs (``tools/mutation.py --test-timeouts``): each test gets a pytest-timeout
+of max(10 s, 4 x its clean duration in mutmut's stats; 60 s before they exist), so a mutant that loops
+forever fails the first test it hangs in within seconds instead of running to mutmut's per-mutant CPU
+limit (2 x --timeout-multiplier x the clean time of every test that reaches it)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+STATS = Path("mutants/mutmut-stats.json")  # mutmut runs the tests from its work folder
+
+
+def pytest_collection_modifyitems(items):
+    durations = json.loads(STATS.read_text())["duration_by_test"] if STATS.exists() else {}
+    for item in items:
+        d = durations.get(item.nodeid)
+        item.add_marker(pytest.mark.timeout(60.0 if d is None else max(10.0, 4.0 * d)))
