@@ -1,15 +1,18 @@
 """Open-loop serving: Poisson arrivals, queueing against closed forms, and the load sweep's bookkeeping."""
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from adsl.settings import Continuous, LengthDist
+from adsl.settings import Continuous, LengthDist, MicroBatching
 from adsl.sim.core import simulate_core
 from adsl.sim.openloop import RequestMix, best_policies, poisson_arrivals, summarize
 from adsl.sim.setup import SimError
 from adsl.sim.systems import Deployment, build
 from adsl.sim.workload import Workload
+from tests.sim.builders import setup
 
 
 def test_poisson_arrivals_have_the_rate_and_the_spread_of_a_poisson_process():
@@ -134,3 +137,20 @@ def test_best_policies_ranks_the_observable_policies_by_their_gap_to_the_oracle(
     assert best_policies(gaps, "SADDLE", 0) == ()
     with pytest.raises(SimError, match="no rows of system 'PIM-SD'"):
         best_policies(gaps, "PIM-SD", 1)
+
+
+@pytest.mark.parametrize("decoding", ["ad", "sd"])
+def test_a_request_arriving_at_an_idle_micro_batch_runs_there_at_once(hw, models, decoding):
+    """Two micro-batches of two slots, open loop: a long request arrives at 0 and runs in micro-batch 0; a
+    short one arrives while micro-batch 0 decodes the first (a slot of it free) and micro-batch 1 is idle.
+    A micro-batch takes requests into its own slots only, so the short one runs in micro-batch 1 from its
+    arrival and finishes long before the long one (in micro-batch 0 it would wait for its next round, or,
+    decoding, for the long one's end)."""
+    setup_ = dataclasses.replace(setup(hw, decoding=decoding, d=2), micro_batching=MicroBatching(2, split="always"))
+    out = np.array([[60, 5]])
+    acc = np.ones((1, 2, 80), bool) if decoding == "sd" else None
+    work = Workload(np.full((1, 2), 64.0), out, acc, arrivals=np.array([[0.0, 1e-3]]))
+    res = simulate_core(setup_, models.pair("OPT-66B"), work, serving=Continuous(4, 0, prefill=False))
+    admitted, finished = res.requests["admitted"], res.requests["finished"]
+    assert admitted[1] == 1e-3
+    assert finished[1] < 0.2 * finished[0]
