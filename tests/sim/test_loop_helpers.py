@@ -196,3 +196,19 @@ def test_the_lowered_taus_lengths_are_in_force_while_at_most_so_many_requests_ar
     assert table([1, 1, 0], 1) is normal
     assert table([3, 1, 0], 2) is light
     assert table([1, 0, 0], 0) is normal
+
+
+def _segments(plain, g, p, stages, pim, stage):
+    seg_m, seg_d = np.empty(64, np.int64), np.empty(64)
+    k = plain.segments(g, p, stages, pim, stage, seg_m, seg_d)
+    return list(zip(seg_m[:k].tolist(), seg_d[:k].tolist(), strict=True))
+
+
+def test_a_pass_runs_through_every_stage_in_chunks_on_its_gpu_and_pim(plain):
+    """A pass's segments: CHUNKS (4) alternations of its GPU and PIM parts split over the pipeline's stages
+    (one chunk a stage from 4 stages on), stage by stage on machines (GPU, PIM) = (2 s, 2 s + 1), or s on a
+    GPU-only pipeline; a part of 0 s books nothing; one stage's copy (a replicated draft) runs all of it."""
+    assert _segments(plain, 1.0, 0.0, 2, False, -1) == [(0, 0.25), (0, 0.25), (1, 0.25), (1, 0.25)]
+    assert _segments(plain, 1.0, 2.0, 4, True, -1) == [(m, 0.25 if m % 2 == 0 else 0.5) for m in range(8)]
+    assert _segments(plain, 0.0, 2.0, 8, True, -1) == [(2 * s + 1, 0.25) for s in range(8)]
+    assert _segments(plain, 1.0, 0.0, 2, True, 1) == [(2, 0.5), (2, 0.5)]
