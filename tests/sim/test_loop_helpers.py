@@ -212,3 +212,35 @@ def test_a_pass_runs_through_every_stage_in_chunks_on_its_gpu_and_pim(plain):
     assert _segments(plain, 1.0, 2.0, 4, True, -1) == [(m, 0.25 if m % 2 == 0 else 0.5) for m in range(8)]
     assert _segments(plain, 0.0, 2.0, 8, True, -1) == [(2 * s + 1, 0.25) for s in range(8)]
     assert _segments(plain, 1.0, 0.0, 2, True, 1) == [(2, 0.5), (2, 0.5)]
+
+
+def test_a_pass_books_its_segments_in_turn_merging_touching_intervals_and_counting_busy_seconds(plain):
+    """``run_pass`` on a two-stage pipeline (GPU 0, PIM 1, GPU 2, PIM 3): each segment starts when the one
+    before it ends; the pass's start and end; when it cleared the first stage (its last segment on machine
+    0 or 1, read as the verifier's next free time); a second pass released as the first ends extends each
+    machine's interval (touching intervals merge); each machine's busy seconds add up."""
+    mach = plain.machines(4, 2, False)
+    logs = plain.new_logs((1, 1, 1, 1, 0))
+    seg_m, seg_d = np.array([0, 1, 2, 3]), np.array([1.0, 2.0, 0.5, 0.25])
+    assert plain.run_pass(mach, 0.0, seg_m, seg_d, 4, 2, plain.VERIFY, logs) == (0.0, 3.75)
+    assert mach[5][0] == 3.0
+    assert plain.run_pass(mach, 3.75, seg_m[:2], seg_d[:2], 2, 2, plain.VERIFY, logs) == (3.75, 6.75)
+    assert mach[5][0] == 6.75
+    st_, en, cnt = mach[0], mach[1], mach[2]
+    got = [[(st_[m, j], en[m, j]) for j in range(cnt[m])] for m in range(4)]
+    assert got == [[(0.0, 1.0), (3.75, 4.75)], [(1.0, 3.0), (4.75, 6.75)], [(3.0, 3.5)], [(3.5, 3.75)]]
+    np.testing.assert_array_equal(mach[3], [2.0, 4.0, 0.5, 0.25])
+    mach = plain.machines(2, 1, False)
+    plain.run_pass(mach, 0.0, np.array([0, 1]), np.array([1.0, 1.0]), 2, 2, plain.VERIFY, logs)
+    plain.run_pass(mach, 1.0, np.array([0]), np.array([1.0]), 1, 2, plain.VERIFY, logs)
+    assert mach[2][0] == 1 and (mach[0][0, 0], mach[1][0, 0]) == (0.0, 2.0)  # released as it ends: merged
+
+
+def test_a_job_on_a_gpu_only_pipeline_books_each_stages_gpu(plain):
+    """``_issue`` on a two-stage pipeline without PIM: the job's GPU time in chunks through stage 0's GPU
+    (machine 0), then stage 1's (machine 1), half on each."""
+    mach = plain.machines(2, 2, False)
+    logs = plain.new_logs((4, 1, 1, 1, 0))
+    job, end = plain._issue(mach, (2, False, 1, False, False, 0.0), logs, plain.VERIFY, 0.0, 1.0, 0.0)
+    assert (job, end) == (0, 1.0)
+    np.testing.assert_array_equal(mach[3], [0.5, 0.5])
