@@ -244,3 +244,12 @@ def test_a_job_on_a_gpu_only_pipeline_books_each_stages_gpu(plain):
     job, end = plain._issue(mach, (2, False, 1, False, False, 0.0), logs, plain.VERIFY, 0.0, 1.0, 0.0)
     assert (job, end) == (0, 1.0)
     np.testing.assert_array_equal(mach[3], [0.5, 0.5])
+
+
+def test_the_prune_of_a_machine_full_to_capacity_keeps_what_has_not_ended(plain):
+    """A machine holding as many intervals as it has room for forgets the two that ended by now (on the
+    PRUNE-th call) and keeps the other two in order, reading no slot past its count."""
+    st_, en = np.array([[0.0, 2.0, 4.0, 6.0]]), np.array([[1.0, 3.0, 5.0, 7.0]])
+    cnt, calls = np.array([4]), np.array([plain.PRUNE - 1])
+    plain.advance((st_, en, cnt, np.zeros(1), calls), 3.5)
+    assert cnt[0] == 2 and (st_[0, :2].tolist(), en[0, :2].tolist()) == ([4.0, 6.0], [5.0, 7.0])
