@@ -110,7 +110,7 @@ def test_the_prune_forgets_what_ended_by_now_every_pruneth_call_and_a_full_machi
     full = np.zeros((1, 2)), np.zeros((1, 2)), np.zeros(1, np.int64)
     loop._place(*full, 0, 0.0, 1.0)
     loop._place(*full, 0, 2.0, 1.0)
-    with pytest.raises(RuntimeError, match="more busy intervals than CAPACITY"):
+    with pytest.raises(RuntimeError, match=r"^adsl\.sim\.loop: a machine holds more busy intervals than CAPACITY$"):
         loop._place(*full, 0, 4.0, 1.0)
 
 
