@@ -108,10 +108,14 @@ def test_pass_tables_take_each_table_an_earlier_set_already_costs(models, hw):
     flipped = PassTables(setup(hw, d=d, target_mapping=GPU, draft_mapping=PIM), pair, slots, ctx_max, prompt)
     for got, want in zip(dyn.verify[1], flipped.verify[0], strict=True):
         _same(got, want)
-    # AD on the same hardware: the target's prefill is shared, its decode table its own (and shared by the next)
+    # AD on the same hardware: the target's prefill is shared, its decode table its own (and shared by the next
+    # with its mapping, not by one with another)
     ad = PassTables(setup(hw, decoding="ad"), pair, slots, ctx_max, prompt, (first,))
     assert ad.prefill[0] is first.prefill[0] and len(ad.prefill) == 1 and ad.decode is not None
     assert PassTables(setup(hw, decoding="ad"), pair, slots, ctx_max, prompt, (first, ad)).decode is ad.decode
+    ad_gpu = PassTables(setup(hw, decoding="ad", target_mapping=GPU), pair, slots, ctx_max, prompt, (first, ad))
+    assert ad_gpu.decode is not ad.decode  # another target mapping: its own decode table
+    _same(ad_gpu.decode, PassTable.build(pair.target, ad.keys["decode"][0], 1, GPU, slots, ctx_max))
     other_hw = PassTables(setup(hw, "dgx-a100", d=d), pair, slots, ctx_max, prompt, (first,))
     assert other_hw.prefill[0] is not first.prefill[0] and other_hw.draft[0] is not first.draft[0]
 
