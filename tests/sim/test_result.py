@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import adsl.sim.core as core
 from adsl.settings import Continuous, MicroBatching
-from adsl.sim import loop
+from adsl.sim import loop, result
 from adsl.sim.core import simulate_core
 from adsl.sim.result import POOL_STATS, ReplicaLog, pass_groups, throughput, union_length, window
 from adsl.sim.setup import SimError
@@ -467,3 +467,27 @@ def test_union_of_back_to_back_intervals_is_one_stretch():
     not a sum of pieces carrying their rounding."""
     assert _union([(0.2, 1.1), (0.1, 0.2)], 0.0, 2.0) == 1.1 - 0.1  # (0.2 - 0.1) + (1.1 - 0.2) is not
     assert _union([(0.2, 0.9), (0.1, 0.2), (0.3, 0.4)], 0.0, 1.0) == 0.9 - 0.1
+
+
+def test_concat_joins_runs_in_order_and_weights_their_shares_by_replicas(models, hw):
+    """``concat``: open-loop runs of 1, 2 and 1 replicas as one run of 4: every array in order, request
+    records with each run's replicas numbered after the runs before it, every replica's timeline, and a
+    share such as the placement weighted by each run's replicas. A run without requests records (closed
+    loop) stays without them."""
+    pair, base = models.pair(PAIR), setup(hw, decoding="ad")
+    runs = []
+    for seed, x in enumerate((1, 2, 1)):
+        rng = np.random.default_rng(seed)
+        out = rng.integers(3, 9, (x, 4))
+        arrivals = np.sort(rng.random((x, 4)), axis=1)
+        work = Workload(np.full((x, 4), 64.0), out, arrivals=arrivals)
+        runs.append(simulate_core(base, pair, work, Continuous(2, 0, prefill=False), timelines=True))
+    runs = [dataclasses.replace(r, placement={"share": v}) for r, v in zip(runs, (0.0, 1.0, 0.0), strict=True)]
+    one = result.concat(runs)
+    np.testing.assert_array_equal(one.time_s, np.concatenate([r.time_s for r in runs]))
+    np.testing.assert_array_equal(one.requests["replica"], np.repeat([0, 1, 2, 3], 4))
+    np.testing.assert_array_equal(one.requests["finished"], np.concatenate([r.requests["finished"] for r in runs]))
+    assert len(one.timelines) == 4 and one.timelines[3] == runs[2].timelines[0]
+    assert one.placement == {"share": 0.5}  # (0 x 1 + 1 x 2 + 0 x 1) / 4 replicas
+    closed = [simulate_core(base, pair, Workload(np.full((1, 2), 64.0), np.full((1, 2), 4))) for _ in range(2)]
+    assert result.concat(closed).requests is None
