@@ -2,6 +2,7 @@
 pools, and the cases where one run of the core must equal another run of it."""
 
 import dataclasses
+import types
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 from adsl.fitting.generator import running_product_lengths
 from adsl.settings import Continuous, MicroBatching
+from adsl.sim import core
 from adsl.sim.core import simulate_core
 from adsl.sim.loop import KINDS, TABLES
 from adsl.sim.result import union_length
@@ -424,3 +426,28 @@ def test_lengths_under_a_lowered_tau_are_in_force_only_while_few_requests_are_in
     assert plain.drafted[0] < runs[4].drafted[0] < runs[8].drafted[0]
     with pytest.raises(SimError, match="light_lengths"):
         simulate_core(s, pair, dataclasses.replace(w, draft_lengths=None, light_lengths=longer, light_at_most=8))
+
+
+def _flat(dg, dp):
+    """A stand-in for ``PassTables`` whose ``flat()`` holds draft tables ``dg`` / ``dp`` and empty others."""
+    z = np.zeros((1, 1, 1, 2))
+    tables = (np.asarray(dg, float), np.asarray(dp, float), z, z, z[0, 0], z[0, 0], z[0], z[0], 16.0, None, None)
+    return types.SimpleNamespace(flat=lambda: tables)
+
+
+def test_the_loop_key_tells_runs_apart_by_their_pass_costs_and_orders_untied_variants(models, hw):
+    """``loop_key``: two setups alike but for the draft's placement cost different passes, so their keys
+    differ. ``tables_digest``: draft variants enter in a canonical order unless two of them cost the same
+    somewhere on the grid (GPU + PIM seconds, rows of one request or more), where the loop's tie rule (the
+    lower variant) makes their order count."""
+    pair, slots, ctx_max, prompt = models.pair(PAIR), 4, 200.0, 64.0
+    a, b = setup(hw, d=3, draft_mapping=GPU), setup(hw, d=3, draft_mapping=PIM_DRAFT)
+    ta, tb = PassTables(a, pair, slots, ctx_max, prompt), PassTables(b, pair, slots, ctx_max, prompt)
+    assert core.loop_key(a, ta, None) != core.loop_key(b, tb, None)
+    assert core.loop_key(a, ta, None) == core.loop_key(a, ta, None, core.tables_digest(ta))
+    idle = [[9.0, 9.0], [1.0, 2.0]]  # row 0 (no request) is never read
+    untied = ([[idle[0], [1.0, 0.0]], [idle[0], [2.0, 1.0]]], [[idle[0], [1.0, 3.0]], [idle[0], [0.5, 1.0]]])
+    tied = ([[idle[0], [1.0, 0.0]], [idle[0], [2.0, 1.0]]], [[idle[0], [1.0, 3.0]], [idle[0], [0.0, 1.0]]])
+    for (dg, dp), same in ((untied, True), (tied, False)):  # tied: 1 + 1 == 2 + 0 at one request, context 0
+        swapped = _flat(dg[::-1], dp[::-1])
+        assert (core.tables_digest(_flat(dg, dp)) == core.tables_digest(swapped)) == same
