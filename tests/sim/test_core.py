@@ -424,7 +424,7 @@ def test_lengths_under_a_lowered_tau_are_in_force_only_while_few_requests_are_in
         np.testing.assert_array_equal(getattr(runs[0], field), getattr(plain, field), err_msg=field)
         np.testing.assert_array_equal(getattr(runs[8], field), getattr(swapped, field), err_msg=field)
     assert plain.drafted[0] < runs[4].drafted[0] < runs[8].drafted[0]
-    with pytest.raises(SimError, match="light_lengths"):
+    with pytest.raises(SimError, match=r"^light_lengths lower an adaptive rule's tau: they need draft_lengths$"):
         simulate_core(s, pair, dataclasses.replace(w, draft_lengths=None, light_lengths=longer, light_at_most=8))
 
 
@@ -451,3 +451,19 @@ def test_the_loop_key_tells_runs_apart_by_their_pass_costs_and_orders_untied_var
     for (dg, dp), same in ((untied, True), (tied, False)):  # tied: 1 + 1 == 2 + 0 at one request, context 0
         swapped = _flat(dg[::-1], dp[::-1])
         assert (core.tables_digest(_flat(dg, dp)) == core.tables_digest(swapped)) == same
+
+
+def test_replicas_already_run_are_taken_as_they_are_and_never_more_than_the_workload_has(models, hw):
+    """``replica_logs(done=...)``: logs of replicas already run stand for the workload's first replicas (all
+    of them: nothing is run again); more than the workload has is an error naming both counts. Negative
+    draft lengths are an error."""
+    pair, s = models.pair(PAIR), pooled(hw, eager=True, mb=1, pool=64)
+    conf, later, acc, out, lengths = inputs(6, 1, 8)
+    w = Workload(np.full(out.shape, 64.0), out, acc, lengths, conf, later)
+    tables, reps = core.replica_logs(s, pair, w)
+    again = core.replica_logs(s, pair, w, tables=tables, done=reps)[1]
+    assert len(again) == 1 and again[0] is reps[0]
+    with pytest.raises(SimError, match=r"^2 replicas already run of a workload of 1$"):
+        core.replica_logs(s, pair, w, tables=tables, done=reps + reps)
+    with pytest.raises(SimError, match=r"^draft_lengths must be >= 0 \(0: no draft\)$"):
+        simulate_core(s, pair, dataclasses.replace(w, draft_lengths=lengths - 100))
