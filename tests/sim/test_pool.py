@@ -738,3 +738,22 @@ def test_only_the_verified_entries_enter_the_cut_and_a_draft_is_capped_at_2d_plu
     assert any(not sel.all() and want.sum() > cap - sel.sum() for want, sel, cap in cuts)
     assert all(full == min(length, 2 * d + 1) for full, length in fulls)
     assert any(length > 2 * d + 1 for _, length in fulls)
+
+
+def test_a_drafts_later_confidences_default_to_its_first_ones_and_rank_the_pools_cut(models, hw):
+    """An overflowing pool (SADDLE, 6 requests of up to 2 d + 1 tokens, room for 10) ranks drafted tokens by
+    their running products: without ``confidence_later`` a draft's later tokens take the first's stream,
+    the same run as passing it; a later stream of its own ranks them otherwise."""
+    d, n = 3, 6
+    rng = np.random.default_rng(9)
+    conf = rng.random((1, n, 120)).astype(np.float32)
+    later = rng.random((1, n, 120)).astype(np.float32)
+    acc = rng.random((1, n, 120)) < 0.8
+    out, lengths = rng.integers(10, 40, (1, n)), rng.integers(1, 2 * d + 2, (1, n, 120))
+    s, pair, prompt = pooled(hw, True, "idle", mb=1, d=d, pool=10), models.pair(PAIR), np.full((1, n), 64.0)
+    alone = simulate_core(s, pair, Workload(prompt, out, acc, lengths, conf))
+    same = simulate_core(s, pair, Workload(prompt, out, acc, lengths, conf, conf))
+    other = simulate_core(s, pair, Workload(prompt, out, acc, lengths, conf, later))
+    np.testing.assert_array_equal(alone.time_s, same.time_s)
+    np.testing.assert_array_equal(alone.drafted, same.drafted)
+    assert other.time_s[0] != alone.time_s[0]
