@@ -547,7 +547,7 @@ def test_continuous_window_and_prefill_follow_the_passes_and_the_prefill_costs(m
 def test_too_short_streams_are_rejected_with_the_length_needed(models, hw):
     """A run reads up to d + 1 positions past the longest output (a request drafts from positions below
     its output length, at most d on): one position fewer is refused with a message that names both
-    lengths, for acceptance streams, draft lengths and confidences alike."""
+    lengths, for acceptance streams, draft lengths, confidences and light-load lengths alike."""
     pair = models.pair(PAIR)
     d = 3
     out = np.array([[20, 30]])
@@ -569,6 +569,9 @@ def test_too_short_streams_are_rejected_with_the_length_needed(models, hw):
         simulate_core(setup_, pair, Workload(prompt, out, acc, short, conf))
     with pytest.raises(SimError, match=rf"^confidence must be {shape}"):
         simulate_core(setup_, pair, Workload(prompt, out, acc, np.full(conf.shape, 2), conf[..., :-1]))
+    with pytest.raises(SimError, match=rf"^light_lengths must be {shape}"):
+        light = Workload(prompt, out, acc, np.full(conf.shape, 2), conf, light_lengths=short, light_at_most=1)
+        simulate_core(setup_, pair, light)
 
 
 def _late_case(hw, n=16, seed=7, p=0.7):
