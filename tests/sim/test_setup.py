@@ -13,6 +13,7 @@ from adsl.sim.mapping import candidate_mappings, iteration_time, search_static_m
 from adsl.sim.policies import POLICIES
 from adsl.sim.setup import Setup, SimError, check_memory, memory_need, requests
 from adsl.sim.systems import Deployment, build
+from adsl.sim.workload import Workload
 from tests.sim.builders import GPU, setup
 
 PAIR = "OPT-66B"
@@ -47,12 +48,16 @@ def test_unknown_system_is_a_key_error(models, hw):
 
 
 def test_requests_are_float_prompts_and_int_outputs_of_one_two_dimensional_shape():
-    """Prompt and output lengths come back as float and int64 (replicas, requests) arrays; other shapes
-    and requests without output are SimErrors with their shapes."""
+    """Prompt and output lengths come back as float and int64 (replicas, requests) arrays, whole-number
+    prompts included, and a Workload stores them so; other shapes and requests without output are
+    SimErrors with their shapes."""
     prompt, out = requests([[64, 32.5]], [[3.0, 7.0]])
     assert prompt.dtype == float and out.dtype == np.int64
     np.testing.assert_array_equal(prompt, [[64.0, 32.5]])
     np.testing.assert_array_equal(out, [[3, 7]])
+    assert requests([[64, 32]], [[3, 7]])[0].dtype == float
+    work = Workload([[64, 32]], [[3.0, 7.0]])
+    assert work.prompt_len.dtype == float and work.output_len.dtype == np.int64
     p4, o4 = np.full((1, 4), 64.0), np.full((1, 4), 20)
     shapes = "prompt_len and output_len must both be (replicas, requests), got {}, {}"
     _raises(shapes.format((1, 3), (1, 4)), requests, prompt_len=p4[:, :3], output_len=o4)
