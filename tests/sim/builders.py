@@ -8,7 +8,7 @@ import numpy as np
 
 from adsl.fitting.generator import CONTINUED, FIRST, running_product_lengths
 from adsl.settings import MicroBatching
-from adsl.sim import core
+from adsl.sim import core, tables
 from adsl.sim.setup import Setup
 
 PIM = {"fc": "gpu", "attention": "pim"}
@@ -103,3 +103,9 @@ def uncompiled(module):
     finally:
         numba.config.DISABLE_JIT = False
     return copy
+
+
+def use_loop(monkeypatch, plain):
+    """The core and the pass tables call ``plain`` (an ``uncompiled`` copy of the loop) for the loop."""
+    monkeypatch.setattr(core, "loop", plain)
+    monkeypatch.setattr(tables, "loop", plain)

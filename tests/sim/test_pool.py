@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 import adsl.sim.core as core
 from adsl.fitting.generator import CONTINUED, FIRST, match_runs, running_product_lengths
 from adsl.settings import Continuous
-from adsl.sim import loop, tables
+from adsl.sim import loop
 from adsl.sim.core import simulate_core
 from adsl.sim.setup import SimError
 from adsl.sim.tables import PassTables
 from adsl.sim.workload import Workload
-from tests.sim.builders import logged, pooled, streams, uncompiled
+from tests.sim.builders import logged, pooled, streams, uncompiled, use_loop
 
 PAIR = "OPT-66B"
 NO_ROWS = np.zeros((1, 1), np.int64)
@@ -596,8 +596,7 @@ def test_the_drafter_idle_check_is_asked_about_the_running_requests_at_their_mea
     and finds no request to take: it is not running."""
     monkeypatch.setattr(PassTables, "flat", _unit_costs(0.002, 0.1))
     plain = uncompiled(loop)
-    monkeypatch.setattr(core, "loop", plain)
-    monkeypatch.setattr(tables, "loop", plain)
+    use_loop(monkeypatch, plain)
     seen, calls = {}, []
     finish, admit, idle = plain._finish, plain.admit, plain._drafter_idle
 
@@ -708,8 +707,7 @@ def test_only_the_verified_entries_enter_the_cut_and_a_draft_is_capped_at_2d_plu
     from where it stands is its length there, capped at 2 d + 1 (lengths here reach 3 d + 2)."""
     monkeypatch.setattr(PassTables, "flat", _unit_costs(0.02, 0.1))
     plain = uncompiled(loop)
-    monkeypatch.setattr(core, "loop", plain)
-    monkeypatch.setattr(tables, "loop", plain)
+    use_loop(monkeypatch, plain)
     d, n, pool = 3, 6, 10
     cuts, fulls = [], []
     admit_pool, draft_fresh = plain.admit_pool, plain.draft_fresh

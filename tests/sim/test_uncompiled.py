@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adsl.settings import Continuous, MicroBatching
-from adsl.sim import core, loop, result, tables
+from adsl.sim import core, loop, result
 from adsl.sim.workload import Workload
-from tests.sim.builders import inputs, pim_sd, pooled, setup, uncompiled
+from tests.sim.builders import inputs, pim_sd, pooled, setup, uncompiled, use_loop
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +24,7 @@ def _run(args, kw, plain=None):
         return core.simulate_core(*args, **kw)
     mp = pytest.MonkeyPatch()
     try:  # the core, the pass tables and the accounting call the uncompiled functions
-        mp.setattr(core, "loop", plain[0])
-        mp.setattr(tables, "loop", plain[0])
+        use_loop(mp, plain[0])
         mp.setattr(result, "_merged_length", plain[1])
         return core.simulate_core(*args, **kw)
     finally:
