@@ -202,6 +202,8 @@ def replica_logs(
         if accept.dtype != bool:  # flagged streams: a draft that continues a kept one reads other runs
             cont = match_runs(accept.reshape(x * n_req, -1), True).reshape(runs.shape).astype(np.int32)
     later = confidence if later is None else later
+    if not setup.pool_tokens:  # only a pool's cut reads the confidences: no float64 copy of them per replica
+        confidence = later = None
     tab, lay = tables.flat(), layout_tuple(setup, layout)
     args = (mode, d, setup.pool_tokens, setup.pool_trigger == "complete", serving is not None and serving.prefill)
 
