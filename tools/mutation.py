@@ -7,6 +7,9 @@
     NUMBA_DISABLE_JIT=1 python tools/mutation.py "sim/loop.py:settle,admit" --test-timeouts   # the loop's
         # functions are numba-compiled: uncompiled, the tool strips their decorators (mutmut skips decorated ones)
 
+With ``:f,g`` and ``--workdir`` of an earlier run, only those functions' mutants that have not run yet run
+(resuming a stopped run; mutmut itself reruns every mutant it is named).
+
 ``--tests`` narrows the tests mutmut may run (default: TESTS): the simulator's hot functions are reached
 by slow figure and serving tests too, and a surviving mutant runs every test that reaches it.
 
@@ -20,6 +23,7 @@ accepted. ``--report FILE`` also writes the report as Markdown.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import os
 import re
 import subprocess
@@ -79,6 +83,27 @@ def _mutmut(work: Path, *args: str, env: dict | None = None) -> str:
         tail = f"{res.stdout[-2000:]}\n{res.stderr[-2000:]}"
         raise SystemExit(f"mutmut {' '.join(args)} failed ({res.returncode}):\n{tail}")
     return res.stdout
+
+
+def _status(work: Path) -> dict[str, str]:
+    """Each mutant's state in ``work`` as mutmut's results give its first word ("not": not checked yet)."""
+    status = {}
+    for line in _mutmut(work, "results", "--all", "true").splitlines():
+        m = re.match(r"\s*(\S+): (\S+)", line)
+        if m:
+            status[m.group(1)] = m.group(2)
+    return status
+
+
+def _to_run(work: Path, globs: list[str]) -> list[str] | None:
+    """What ``mutmut run`` is given: the globs, or in a rerun in the same --workdir the names they match that
+    have not run yet (mutmut reruns every mutant it is named; None: nothing is left to run)."""
+    if not globs or not (work / "mutants").exists():
+        return globs
+    status = _status(work)
+    left = [n for n, s in status.items() if s in ("not", "check") and any(fnmatch.fnmatchcase(n, g) for g in globs)]
+    done = any(fnmatch.fnmatchcase(n, g) for n in status for g in globs)
+    return left or (None if done else globs)
 
 
 def _diff(work: Path, name: str) -> str:
@@ -156,12 +181,10 @@ def main(argv: list[str] | None = None) -> int:
             path = os.pathsep.join(filter(None, [str(ROOT / "tools"), os.environ.get("PYTHONPATH")]))
             addopts = f"{os.environ.get('PYTEST_ADDOPTS', '')} -p mutation_timeouts".strip()
             env = {**os.environ, "PYTHONPATH": path, "PYTEST_ADDOPTS": addopts}
-        _mutmut(work, "run", "--max-children", str(args.jobs), *_globs(files), env=env)
-    status = {}
-    for line in _mutmut(work, "results", "--all", "true").splitlines():
-        m = re.match(r"\s*(\S+): (\S+)", line)
-        if m:
-            status[m.group(1)] = m.group(2)
+        names = _to_run(work, _globs(files))
+        if names is not None:
+            _mutmut(work, "run", "--max-children", str(args.jobs), *names, env=env)
+    status = _status(work)
     reasons = yaml.safe_load(REASONS.read_text()) if REASONS.exists() else {}
     # other: no test reaches the mutant, or mutmut could not run it; counted as not killed
     out = [
