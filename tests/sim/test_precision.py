@@ -114,3 +114,35 @@ def test_concat_numbers_the_requests_of_each_run_on(ws):
     both = concat(runs)
     np.testing.assert_array_equal(both.requests["replica"], np.repeat([0, 1, 2, 3], n))
     np.testing.assert_array_equal(both.requests["finished"], np.concatenate([r.requests["finished"] for r in runs]))
+
+
+def test_ci95_is_students_t_half_width_from_two_replicas_on():
+    """Half-width t(0.975, n - 1) x s / sqrt(n): [1, 3] has s = sqrt 2, so t(0.975, 1) = 12.7062; one
+    replica has no interval."""
+    from adsl.sim.experiment import _ci95
+
+    assert _ci95(np.array([1.0, 3.0])) == pytest.approx(12.706204736174694, rel=1e-12)
+    assert _ci95(np.array([1.0, 2.0, 3.0])) == pytest.approx(4.302652729749462 / np.sqrt(3), rel=1e-12)
+    assert np.isnan(_ci95(np.array([5.0])))
+
+
+def test_a_cap_of_one_block_runs_one_block_even_when_the_target_is_not_met(ws, setting):
+    """max_replicas 3 or 5 over blocks of 3 replicas: one block, flagged as not precise enough."""
+    sim, models, taus = setting
+    for cap in (3, 5):
+        row = run_point(ws, _with(sim, target=1e-9, max_replicas=cap), POINT, models, taus)
+        assert row["replicas"] == 3 and not row["precision_met"], cap
+
+
+def test_run_point_keeps_the_streams_it_draws_in_the_callers_dict(ws, setting):
+    """``drawn`` (kept by run_experiment over a pair's points) gets the first block's streams, the same
+    arrays point_inputs draws."""
+    sim, models, taus = setting
+    drawn = {}
+    run_point(ws, _with(sim, target=0.0, max_replicas=3), POINT, models, taus, drawn)
+    assert list(drawn) == [(POINT.pair, POINT.batch, POINT.seq_len, 0)]
+    p = point_inputs(ws, sim, POINT, models, taus)
+    for kept, fresh in zip(
+        drawn[(POINT.pair, POINT.batch, POINT.seq_len, 0)], (p.confidence, p.confidence_later, p.accept), strict=True
+    ):
+        np.testing.assert_array_equal(kept, fresh)

@@ -1,0 +1,368 @@
+"""A configuration point's inputs and table row (``adsl.sim.experiment``): the serial costs a policy plans
+with, the taus an adaptive system needs, and the row read off a run result built by hand, each column
+derived from its arrays."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from adsl.fitting.distributions import fit_confidence
+from adsl.fitting.entropy import fit_entropy
+from adsl.fitting.generator import CONTINUED, FIRST
+from adsl.sim.experiment import (
+    Point,
+    point_inputs,
+    point_row,
+    point_setup,
+    policy_costs,
+    policy_lengths,
+    request_entropy,
+    request_streams,
+    with_setup,
+)
+from adsl.sim.policies import POLICIES
+from adsl.sim.result import RunResult
+from adsl.sim.search import Configuration
+from adsl.sim.timing import batch_pass
+
+RNG = np.random.default_rng(1)
+MODEL = {
+    "confidence": fit_confidence(np.concatenate([RNG.beta(8, 1, 2000), RNG.beta(2, 2, 600)])),
+    "joint": {"a": -0.3, "b": 0.9, "s": 0.6, "g": 0.5},
+}
+
+
+@pytest.fixture(scope="module")
+def saddle(ws):
+    sim = ws.settings.simulation.with_overrides({"prompt_len": 32, "replicas": 2, "search": {"knobs": []}})
+    cats = sim.categories
+    return point_inputs(
+        ws, sim, Point("OPT-66B", "SADDLE", 4, 8, 96, "warn"), dict.fromkeys(cats, MODEL), dict.fromkeys(cats, 0.4)
+    )
+
+
+def _result(**fields) -> RunResult:
+    """Two replicas: 100 and 300 tokens in 2 s and 4 s (50 and 75 tok/s), 10 and 30 J."""
+    base = dict(
+        time_s=np.array([2.0, 4.0]),
+        energy_j=np.array([10.0, 30.0]),
+        tokens=np.array([100.0, 300.0]),
+        iterations=np.array([5.0, 7.0]),
+        busy_s={"gpu": np.array([1.0, 2.0]), "pim": np.array([0.5, 4.0])},
+        class_s={"fc": np.array([1.0, 3.0])},
+        stage_s={"draft": np.array([0.5, 1.5]), "verify": np.array([2.0, 4.0])},
+        drafted=np.array([3.0, 8.0]),
+        request_rounds=np.array([1.0, 4.0]),
+        window={
+            "start_s": np.array([0.1, 0.3]),
+            "end_s": np.array([2.1, 4.3]),
+            "completed": np.array([4.0, 6.0]),
+            "total_s": np.array([3.0, 5.0]),
+        },
+        pool={"eager": np.array([2.0, 4.0]), "migrated": np.array([1.0, 3.0]), "discarded": np.array([0.0, 2.0])},
+        placement={},
+    )
+    return RunResult(**(base | fields))
+
+
+def test_the_row_reads_each_column_off_the_run(saddle):
+    """Means over the two replicas; the interval t(0.975, 1) x s / sqrt 2 = 12.7062 x 12.5; utilisation
+    busy / time (gpu 1/2 and 2/4, pim 1/4 and 4/4); draft length per request round 3/1 and 8/4."""
+    row = point_row(saddle, _result(), "pair x", "system y", 8)
+    expected = {
+        "system": "system y",
+        "pair": "pair x",
+        "batch": 4,
+        "draft_length": 8,
+        "policy": "running_product",
+        "seq_len": 96,
+        "hardware": "saddle-tp",
+        "batching": "continuous",
+        "throughput_tok_s": 62.5,
+        "throughput_std": 12.5,
+        "replicas": 2,
+        "tokens_per_j": 10.0,
+        "tokens_per_j_ci95": 0.0,
+        "time_s": 3.0,
+        "tokens": 100,
+        "window_tokens": 200.0,
+        "micro_batches": 2.0,
+        "eager_drafted": 3.0,
+        "eager_migrated": 2.0,
+        "eager_discarded": 1.0,
+        "iterations": 6.0,
+        "window_start_s": 0.2,
+        "window_end_s": 3.2,
+        "window_completed": 5.0,
+        "run_time_s": 4.0,
+        "gpu_util": 0.5,
+        "pim_util": 0.625,
+        "mean_draft_length": 2.5,
+        "static_power_w": 592.0,
+        "draft_placement": "tensor_parallel",
+        "pool_trigger": "complete",
+        "draft_fc_on_pim": 0.0,
+        "target_attention_on_pim": 1.0,
+        "target_fc": "gpu",
+        "target_attention": "pim",
+        "draft_fc": "gpu",
+        "draft_attention": "pim",
+        "stage_draft_s": 1.0,
+        "stage_verify_s": 3.0,
+        "class_fc_s": 2.0,
+    }
+    for k, v in expected.items():
+        assert row[k] == pytest.approx(v, rel=1e-12) if isinstance(v, float) else row[k] == v, k
+    assert row["throughput_ci95"] == pytest.approx(12.706204736174694 * 12.5, rel=1e-12)
+    need, have = saddle.memory
+    assert (row["memory_needed_gb"], row["memory_available_gb"]) == (need / 1e9, have / 1e9)
+
+
+def test_the_row_divides_busy_time_by_the_stages_and_counts_a_replica_without_rounds_as_one(saddle):
+    """Two pipeline stages halve each device's utilisation; a replica with no request round counts its
+    drafts over one round (0 / 1), and one with one round counts them whole."""
+    system = dataclasses.replace(saddle.setup.system, pipeline_stages=2)
+    p = dataclasses.replace(saddle, setup=dataclasses.replace(saddle.setup, system=system))
+    res = _result(drafted=np.array([0.0, 3.0]), request_rounds=np.array([0.0, 1.0]))
+    row = point_row(p, res, "OPT-66B", "SADDLE", 8)
+    assert (row["gpu_util"], row["pim_util"]) == pytest.approx((0.25, 0.3125), rel=1e-12)
+    assert row["mean_draft_length"] == pytest.approx(1.5, rel=1e-12)
+
+
+def test_the_row_takes_the_runs_placement_shares_and_flags_memory_at_the_limit(saddle):
+    """The run's measured shares win over the mapping's; needed == available still fits."""
+    res = _result(placement={"micro_batches": 1.5, "draft_fc_on_pim": 0.25, "target_attention_on_pim": 0.75})
+    row = point_row(dataclasses.replace(saddle, memory=(2e9, 2e9)), res, "OPT-66B", "SADDLE", 8)
+    assert (row["micro_batches"], row["draft_fc_on_pim"], row["target_attention_on_pim"]) == (1.5, 0.25, 0.75)
+    assert row["fits_memory"] and (row["memory_needed_gb"], row["memory_available_gb"]) == (2.0, 2.0)
+    row = point_row(dataclasses.replace(saddle, memory=(3e9, 2e9)), _result(), "OPT-66B", "SADDLE", 8)
+    assert not row["fits_memory"]
+
+
+def test_an_ad_row_has_no_draft_columns_and_no_missing_device(ws):
+    """GPU-AD: draft length 0, no mean draft length, no placement or trigger, no PIM busy time (0.0),
+    no pool counters (0.0), static batching without serving."""
+    sim = ws.settings.simulation.with_overrides({"prompt_len": 32, "replicas": 2, "search": {"knobs": []}})
+    p = dataclasses.replace(point_inputs(ws, sim, Point("OPT-66B", "GPU-AD", 4, 8, 96, "warn"), {}), serving=None)
+    res = _result(busy_s={"gpu": np.array([1.0, 2.0])}, pool={})
+    row = point_row(p, res, "OPT-66B", "GPU-AD", 8)
+    assert (row["draft_length"], row["draft_placement"], row["pool_trigger"], row["batching"]) == (0, "", "", "static")
+    assert np.isnan(row["mean_draft_length"])
+    assert (row["pim_util"], row["eager_drafted"], row["eager_migrated"], row["eager_discarded"]) == (0.0,) * 4
+    assert (row["target_attention"], row["draft_fc_on_pim"], row["target_attention_on_pim"]) == ("gpu", 0.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("system", "configuration", "copies"),
+    [
+        ("PIM-SD", None, 1),
+        ("PIM-SD", Configuration("pim", 1), 8),
+        ("SADDLE", Configuration("replicated", 1, "complete"), 8),
+    ],
+)
+def test_policy_costs_are_a_one_token_verify_step_and_a_drafted_tokens_share_per_request(
+    ws, system, configuration, copies
+):
+    """fixed: the target's pass over one token a request at the batch, / batch; per token: the draft's
+    one-token pass (its own mapping, micro-batching and copies) plus the target's second token, / batch.
+    PIM-SD maps attention to the GPU (and its PIM draft FC to PIM), not as the PIM system's default."""
+    sim = ws.settings.simulation.with_overrides({"prompt_len": 32, "replicas": 2, "search": {"knobs": []}})
+    setup = point_setup(ws, sim, Point("OPT-66B", system, 8, 4, 96, "warn", configuration=configuration))
+    pair = ws.models.pair("OPT-66B")
+    assert setup.draft_copies == copies
+
+    def t(model, q, mapping, mb, copies=1):
+        return float(np.asarray(batch_pass(model, setup.system, 8, q, 64.0, mapping, mb, copies).time_s))
+
+    v1, v2 = (t(pair.target, q, setup.target_mapping, setup.micro_batching) for q in (1, 2))
+    d = t(pair.draft, 1, setup.draft_mapping, setup.draft_micro_batching, setup.draft_copies)
+    costs = policy_costs(setup, pair, 8, 64.0)
+    assert costs.fixed == pytest.approx(v1 / 8, rel=1e-12)
+    assert costs.per_token == pytest.approx((d + v2 - v1) / 8, rel=1e-12)
+    assert 0 < v1 < v2 and d > 0
+
+
+def test_an_adaptive_point_without_taus_is_refused_naming_the_system_and_the_file(ws):
+    sim = ws.settings.simulation.with_overrides({"prompt_len": 32, "replicas": 2, "search": {"knobs": []}})
+    models = dict.fromkeys(sim.categories, MODEL)
+    with pytest.raises(
+        ValueError, match=r"^SADDLE drafts adaptively and needs tau per category \(results/acceptance/tau.csv\)$"
+    ):
+        point_inputs(ws, sim, Point("OPT-66B", "SADDLE", 4, 8, 96, "warn"), models, None)
+
+
+@pytest.mark.parametrize(
+    ("factor", "at_most", "policy", "lowered"),
+    [(0.5, 1, None, True), (1.0, 1, None, False), (0.5, 0, None, False), (0.5, 1, "goodput", False)],
+)
+def test_light_load_lengths_are_the_running_product_at_the_lowered_tau_only_where_it_is_lowered(
+    ws, factor, at_most, policy, lowered
+):
+    """SADDLE with tau 0.4 lowered to 0.5 x 0.4 while at most one request runs: its light-load lengths
+    are its lengths at tau 0.2 (a model whose later tokens' confidences differ from the first's: the
+    product reads the first's); none with factor 1, with no request count to lower at, or under a policy
+    without tau (goodput)."""
+    light = {"tau_light_load": {"active_at_most": at_most, "factor": factor}}
+    sim = ws.settings.simulation.with_overrides({"prompt_len": 32, "replicas": 2, "search": {"knobs": []}, **light})
+    boosted = MODEL | {"calibration": {"applies_to": "confidence", "draft_continuation": 1.0}}
+    models, cats = dict.fromkeys(sim.categories, boosted), sim.categories
+    point = Point("OPT-66B", "SADDLE", 4, 8, 96, "warn", policy)
+    p = point_inputs(ws, sim, point, models, dict.fromkeys(cats, 0.4))
+    assert p.light_at_most == at_most
+    if not lowered:
+        assert p.light_lengths is None
+        return
+    low = point_inputs(ws, sim, point, models, dict.fromkeys(cats, 0.2))
+    np.testing.assert_array_equal(p.light_lengths, low.lengths)
+    assert not np.array_equal(p.light_lengths, p.lengths)
+    assert not np.array_equal(p.confidence, p.confidence_later)
+
+
+ENTROPY_MODEL = MODEL | {
+    "match_rate": 0.7,
+    "entropy": fit_entropy(np.linspace(0.01, 0.99, 2000), 3.0 * (1 - np.linspace(0.01, 0.99, 2000)) ** 1.5),
+}
+
+
+def _spied(monkeypatch, policy):
+    """The PolicyInputs and cap each call of ``policy`` gets (the policy still runs)."""
+    calls, inner = [], POLICIES[policy]
+    monkeypatch.setitem(POLICIES, policy, lambda inputs, cap: calls.append((inputs, cap)) or inner(inputs, cap))
+    return calls
+
+
+@pytest.mark.parametrize(("system", "cap"), [("GPU-SD", 8), ("SADDLE", 16)])
+def test_policy_lengths_give_a_policy_the_points_costs_streams_and_categories(ws, monkeypatch, system, cap):
+    """goodput at batch 4, d 8, prompt 32 of 96 tokens: planned at the mean context 32 + 64 / 2 = 64, capped
+    at d (2 d where a pool takes d-token entries: SADDLE), reading the acceptance streams, the categories
+    in turn, each model's match rate (0.7) as its prior (0.5 without one) and the configured schedule; no
+    tau, entropy or predicted acceptance."""
+    sim = ws.settings.simulation.with_overrides({"prompt_len": 32, "replicas": 2, "search": {"knobs": []}})
+    cats = list(sim.categories)
+    models = {c: ENTROPY_MODEL if i == 0 else MODEL for i, c in enumerate(cats)}  # the others: no match rate
+    calls = _spied(monkeypatch, "goodput")
+    point = Point("OPT-66B", system, 4, 8, 96, "warn", "goodput")
+    p = point_inputs(ws, sim, point, models, dict.fromkeys(cats, 0.4))
+    (inputs, got_cap), *_ = calls
+    assert got_cap == cap and p.lengths.max() <= cap
+    assert inputs.costs == policy_costs(p.setup, p.pair, 4, 64.0)
+    assert inputs.batch == 4 and list(inputs.categories) == [cats[i % len(cats)] for i in range(p.out.shape[1])]
+    assert inputs.confidence is p.confidence and inputs.accept is p.accept
+    assert inputs.prior == {c: 0.7 if i == 0 else 0.5 for i, c in enumerate(cats)}
+    assert inputs.schedule == {4: 4, 8: 2, 32: 1}
+    assert inputs.taus == {} and inputs.entropy is None and inputs.accept_prob is None
+
+
+def test_policy_lengths_give_running_product_the_taus_and_boosts_and_entropy_bound_the_blocks_entropy(ws, monkeypatch):
+    """running_product reads tau and each category's continuation boost, never the acceptance streams;
+    entropy_bound the entropy drawn for the point's block (block 0 where none is given, as the open loop
+    calls it)."""
+    sim = ws.settings.simulation.with_overrides({"prompt_len": 32, "replicas": 2, "search": {"knobs": []}})
+    cats = list(sim.categories)
+    boosted = ENTROPY_MODEL | {"calibration": {"applies_to": "confidence", "draft_continuation": 0.9}}
+    models, taus = dict.fromkeys(cats, boosted), dict.fromkeys(cats, 0.4)
+    calls = _spied(monkeypatch, "running_product")
+    p = point_inputs(ws, sim, Point("OPT-66B", "SADDLE", 4, 8, 96, "warn"), models, taus)
+    inputs, cap = calls[0]
+    assert (cap, inputs.taus, inputs.accept) == (16, taus, None)
+    assert inputs.boosts == dict.fromkeys(cats, pytest.approx(0.9 / MODEL["joint"]["b"], rel=1e-12))
+    point = Point("OPT-66B", "SADDLE", 4, 8, 96, "warn", "entropy_bound")
+    p = point_inputs(ws, sim, point, models, taus)
+    seed = ws.settings.seed + 4
+    calls = _spied(monkeypatch, "entropy_bound")
+    args = (ws, sim, point, p.setup, p.pair, models, taus, p.confidence, p.confidence_later, p.accept)
+    policy_lengths(*args)
+    policy_lengths(*args, 1)
+    first, second = (i.entropy for i, _ in calls if i.confidence is p.confidence)  # not the threshold's training
+    np.testing.assert_array_equal(first, request_entropy(models, cats, p.confidence, seed, 0))
+    np.testing.assert_array_equal(second, request_entropy(models, cats, p.confidence, seed, 1))
+    assert not np.array_equal(first, second)
+
+
+def test_request_streams_are_float32_confidences_and_bool_or_bit_flag_acceptances():
+    """Bool acceptances while no category's model has a within-draft continuation term; bit flags as
+    soon as one has: a bool category's outcome then holds for both bits (0 or FIRST | CONTINUED), the
+    continuing category's bits differ somewhere."""
+    flagged = MODEL | {"calibration": {"applies_to": "confidence", "draft_continuation": 1.5}}
+    cats = ["a", "b"]
+    conf, later, acc = request_streams(dict.fromkeys(cats, MODEL), cats, 2, 4, 50, 7)
+    assert (conf.dtype, later.dtype, acc.dtype, acc.shape) == (np.float32, np.float32, np.bool_, (2, 4, 50))
+    conf, later, acc = request_streams({"a": MODEL, "b": flagged}, cats, 2, 4, 50, 7)
+    assert (conf.dtype, later.dtype, acc.dtype) == (np.float32, np.float32, np.uint8)
+    assert set(np.unique(acc[:, 0::2])) <= {0, FIRST | CONTINUED}
+    assert not set(np.unique(acc[:, 1::2])) <= {0, FIRST | CONTINUED}
+    np.testing.assert_array_equal(later[:, 0::2], conf[:, 0::2])  # no boost: the first token's
+    assert (later[:, 1::2] > conf[:, 1::2]).any()  # logit + 1.5 / 0.9
+
+
+def test_request_categories_take_turns_and_leave_out_a_category_without_requests():
+    from adsl.sim.experiment import request_categories
+
+    got = request_categories(["a", "b", "c"], 5)
+    assert list(got) == ["a", "b", "c"] and [list(v) for v in got.values()] == [[0, 3], [1, 4], [2]]
+    assert {k: list(v) for k, v in request_categories(["a", "b", "c"], 2).items()} == {"a": [0], "b": [1]}
+    assert {k: list(v) for k, v in request_categories(["a"], 3).items()} == {"a": [0, 1, 2]}
+
+
+def test_point_requests_leave_at_least_one_output_token(ws):
+    """Prompt 32 clipped to seq_len - 1: 32 + 1 tokens at seq_len 33, 19 + 1 at 20, 32 + 64 at 96; one
+    row per replica (2) and batch_size x requests_per_slot requests."""
+    from adsl.sim.experiment import point_requests
+
+    sim = ws.settings.simulation.with_overrides({"prompt_len": 32, "replicas": 2})
+    n = sim.batching.requests(4)
+    for seq, prompt in ((33, 32), (20, 19), (96, 32)):
+        p, out = point_requests(sim, Point("OPT-66B", "GPU-AD", 4, 8, seq))
+        assert p.shape == out.shape == (2, n)
+        assert (p == float(prompt)).all() and (out == seq - prompt).all() and p.dtype == float
+
+
+def test_point_inputs_reuse_the_streams_a_caller_keeps_and_refuse_drafts_past_the_slack(ws):
+    """Two systems of one (pair, batch, sequence length) given one ``drawn`` dict: the second takes the
+    first's stream arrays themselves; d = 64 (STREAM_SLACK) is the longest draft the streams hold."""
+    sim = ws.settings.simulation.with_overrides({"prompt_len": 32, "replicas": 2, "search": {"knobs": []}})
+    models, drawn = dict.fromkeys(sim.categories, MODEL), {}
+    a = point_inputs(ws, sim, Point("OPT-66B", "GPU-SD", 4, 8, 96, "warn"), models, drawn=drawn)
+    b = point_inputs(ws, sim, Point("OPT-66B", "PIM-SD", 4, 8, 96, "warn"), models, drawn=drawn)
+    assert list(drawn) == [("OPT-66B", 4, 96, 0)]
+    assert b.accept is a.accept and b.confidence is a.confidence and b.confidence_later is a.confidence_later
+    assert point_inputs(ws, sim, Point("OPT-66B", "GPU-SD", 4, 64, 96, "warn"), models).accept.shape[2] == 64 + 64 + 1
+    with pytest.raises(ValueError, match=r"^draft length 65 > 64 is not supported$"):
+        point_inputs(ws, sim, Point("OPT-66B", "GPU-SD", 4, 65, 96, "warn"), models)
+
+
+def test_a_further_block_draws_its_own_streams_and_entropy(ws, monkeypatch):
+    """Block 1 of an entropy_bound point: the streams of generator [seed + batch, 3, 1] (the first block's
+    are seed + batch's), and the policy reads the entropy drawn for block 1."""
+    sim = ws.settings.simulation.with_overrides({"prompt_len": 32, "replicas": 2, "search": {"knobs": []}})
+    cats = list(sim.categories)
+    models, taus = dict.fromkeys(cats, ENTROPY_MODEL), dict.fromkeys(cats, 0.4)
+    point, seed = Point("OPT-66B", "SADDLE", 4, 8, 96, "warn", "entropy_bound"), ws.settings.seed + 4
+    calls = _spied(monkeypatch, "entropy_bound")
+    p = point_inputs(ws, sim, point, models, taus, block=1)
+    n, t = p.out.shape[1], 64 + 64 + 1
+    for got, want in zip(
+        (p.confidence, p.confidence_later, p.accept), request_streams(models, cats, 2, n, t, [seed, 3, 1]), strict=True
+    ):
+        np.testing.assert_array_equal(got, want)
+    (entropy,) = (i.entropy for i, _ in calls if i.confidence is p.confidence)
+    np.testing.assert_array_equal(entropy, request_entropy(models, cats, p.confidence, seed, 1))
+
+
+def test_with_setup_gives_lengths_to_adaptive_or_pooled_systems_only_and_reads_block_0_by_default(ws):
+    """The fixed SD baselines (GPU-SD, PIM-SD) and AD draft no lengths table (None: d, or nothing, a
+    pass); without a block (the search's candidates) the entropy is block 0's, as point_inputs' own."""
+    sim = ws.settings.simulation.with_overrides({"prompt_len": 32, "replicas": 2, "search": {"knobs": []}})
+    cats = list(sim.categories)
+    models, taus = dict.fromkeys(cats, ENTROPY_MODEL), dict.fromkeys(cats, 0.4)
+    for system in ("GPU-SD", "PIM-SD", "GPU-AD", "PIM-AD"):
+        p = point_inputs(ws, sim, Point("OPT-66B", system, 4, 8, 96, "warn"), models, taus)
+        assert p.lengths is None and p.light_lengths is None, system
+    point = Point("OPT-66B", "SADDLE", 4, 8, 96, "warn", "entropy_bound")
+    p = point_inputs(ws, sim, point, models, taus)
+    streams = (p.confidence, p.confidence_later, p.accept)
+    again = with_setup(ws, sim, point, p.setup, p.prompts, p.out, streams, models, taus)
+    np.testing.assert_array_equal(again.lengths, p.lengths)
