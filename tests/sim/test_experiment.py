@@ -14,6 +14,8 @@ from adsl.fitting.entropy import fit_entropy
 from adsl.fitting.generator import CONTINUED, FIRST
 from adsl.sim.experiment import (
     Point,
+    check_experiments,
+    experiment_points,
     point_inputs,
     point_row,
     point_setup,
@@ -21,6 +23,7 @@ from adsl.sim.experiment import (
     policy_lengths,
     request_entropy,
     request_streams,
+    simulate_point,
     with_setup,
 )
 from adsl.sim.policies import POLICIES
@@ -366,3 +369,63 @@ def test_with_setup_gives_lengths_to_adaptive_or_pooled_systems_only_and_reads_b
     streams = (p.confidence, p.confidence_later, p.accept)
     again = with_setup(ws, sim, point, p.setup, p.prompts, p.out, streams, models, taus)
     np.testing.assert_array_equal(again.lengths, p.lengths)
+
+
+def test_request_entropy_draws_each_category_from_its_blocks_own_generator():
+    """Block 0 from default_rng([seed, 1]), block b from default_rng([seed, 1, b]), categories in turn, float32;
+    a model without an entropy term is refused by name."""
+    from adsl.fitting.entropy import draw_entropy
+    from adsl.sim.experiment import request_categories
+
+    cats = ["a", "b"]
+    conf = np.random.default_rng(3).random((2, 5, 7)).astype(np.float32)
+    models = dict.fromkeys(cats, ENTROPY_MODEL)
+    for block, key in ((0, [11, 1]), (2, [11, 1, 2])):
+        rng, want = np.random.default_rng(key), np.empty(conf.shape, np.float32)
+        for idx in request_categories(cats, conf.shape[1]).values():
+            want[:, idx, :] = draw_entropy(ENTROPY_MODEL["entropy"], conf[:, idx, :], rng)
+        got = request_entropy(models, cats, conf, 11, block) if block else request_entropy(models, cats, conf, 11)
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match=r"^acceptance model of 'b' has no entropy term: refit it \(adsl\.fitting"):
+        request_entropy({"a": ENTROPY_MODEL, "b": MODEL}, cats, conf, 11)
+
+
+def test_experiment_points_give_policies_to_speculative_systems_only_and_keep_their_draft_length(ws):
+    """An autoregressive system runs once, without a policy; only batch_schedule takes the table's length."""
+    sim = ws.settings.simulation
+    exp = dataclasses.replace(
+        sim.experiments["policies"], systems=("GPU-AD", "SADDLE"), batches=(8,), policies=("fixed", "batch_schedule")
+    )
+    pts = experiment_points(sim, exp)
+    ad = [p for p in pts if p.system == "GPU-AD"]
+    assert [(p.policy, p.draft_length) for p in ad] == [(None, sim.draft_length)] * len(exp.pairs)
+    saddle = [(p.policy, p.draft_length) for p in pts if p.system == "SADDLE"]
+    assert saddle == [("fixed", sim.draft_length), ("batch_schedule", 2)] * len(exp.pairs)
+
+
+def test_check_experiments_counts_every_point_it_builds(ws):
+    """The points of the experiments whose memory_check is error, each built once."""
+    sim = ws.settings.simulation
+    want = sum(
+        len(experiment_points(sim.for_experiment(name), exp))
+        for name, exp in sim.experiments.items()
+        if exp.memory_check == "error"
+    )
+    assert want > 1 and check_experiments(ws) == want
+
+
+def test_simulate_point_passes_every_argument_to_the_core(saddle, monkeypatch):
+    """Timelines off unless asked; the workers, tables and replicas already run go through unchanged."""
+    import adsl.sim.experiment as experiment
+
+    seen = []
+    monkeypatch.setattr(experiment, "simulate_core", lambda *a, **k: seen.append((a, k)))
+    simulate_point(saddle)
+    simulate_point(saddle, True, 3, "tables", ("log",))
+    p = saddle
+    head = (p.setup, p.pair, p.workload, p.serving)
+    assert seen == [
+        ((*head, False), {"workers": None, "tables": None, "done": ()}),
+        ((*head, True), {"workers": 3, "tables": "tables", "done": ("log",)}),
+    ]
