@@ -429,3 +429,33 @@ def test_simulate_point_passes_every_argument_to_the_core(saddle, monkeypatch):
         ((*head, False), {"workers": None, "tables": None, "done": ()}),
         ((*head, True), {"workers": 3, "tables": "tables", "done": ("log",)}),
     ]
+
+
+def test_the_zoo_runs_every_policy_on_the_configuration_its_systems_own_policy_found(ws, tmp_path):
+    """One search per configured system, under its own policy; every other policy runs what it found, AD once."""
+    from adsl.fitting.modelfile import read_model, write_model
+    from adsl.sim.experiment import run_experiment, run_point, search_point
+
+    cats = ws.settings.simulation.categories
+    paths = {"OPT-66B": {}}
+    for c in cats:
+        write_model({"pair": "OPT-66B", "category": c} | MODEL, tmp_path / f"{c}.json")
+        paths["OPT-66B"][c] = str(tmp_path / f"{c}.json")
+    taus = dict.fromkeys(cats, 0.3)
+    exp = {
+        "pairs": ["OPT-66B"],
+        "systems": ["SADDLE", "GPU-AD"],
+        "batches": [4],
+        "policies": ["fixed", "running_product"],
+    }
+    small = ws.with_overrides(simulation={"replicas": 1, "max_seq_len": 160, "experiments": {"policies": exp}})
+    df = run_experiment(small, "policies", paths, {"OPT-66B": taus})
+    sim = small.settings.simulation.for_experiment("policies")
+    pts = experiment_points(sim, small.settings.simulation.experiments["policies"])
+    models = {c: read_model(p) for c, p in paths["OPT-66B"].items()}
+    found = search_point(small, sim, dataclasses.replace(pts[0], policy=None), models, taus, {})
+    assert list(df.system) == ["SADDLE", "SADDLE", "GPU-AD"] and list(df.policy[:2]) == ["fixed", "running_product"]
+    for i, pt in enumerate(pts[:2]):
+        want = run_point(small, sim, dataclasses.replace(pt, configuration=found.point.configuration), models, taus)
+        assert df.configuration[i] == found.point.configuration.label
+        assert df.throughput_tok_s[i] == want["throughput_tok_s"], pt.policy
