@@ -10,19 +10,25 @@ import numpy as np
 import pytest
 
 from adsl.fitting.distributions import fit_confidence
-from adsl.fitting.entropy import fit_entropy
+from adsl.fitting.entropy import draw_entropy, fit_entropy
 from adsl.fitting.generator import CONTINUED, FIRST
+from adsl.fitting.modelfile import read_model, write_model
 from adsl.sim.experiment import (
     Point,
     check_experiments,
     experiment_points,
     point_inputs,
+    point_requests,
     point_row,
     point_setup,
     policy_costs,
     policy_lengths,
+    request_categories,
     request_entropy,
     request_streams,
+    run_experiment,
+    run_point,
+    search_point,
     simulate_point,
     with_setup,
 )
@@ -38,9 +44,14 @@ MODEL = {
 }
 
 
+def _small(ws, **more):
+    """The simulation settings of these points: prompts of 32 tokens, 2 replicas, no configuration search."""
+    return ws.settings.simulation.with_overrides({"prompt_len": 32, "replicas": 2, "search": {"knobs": []}, **more})
+
+
 @pytest.fixture(scope="module")
 def saddle(ws):
-    sim = ws.settings.simulation.with_overrides({"prompt_len": 32, "replicas": 2, "search": {"knobs": []}})
+    sim = _small(ws)
     cats = sim.categories
     return point_inputs(
         ws, sim, Point("OPT-66B", "SADDLE", 4, 8, 96, "warn"), dict.fromkeys(cats, MODEL), dict.fromkeys(cats, 0.4)
@@ -148,7 +159,7 @@ def test_the_row_takes_the_runs_placement_shares_and_flags_memory_at_the_limit(s
 def test_an_ad_row_has_no_draft_columns_and_no_missing_device(ws):
     """GPU-AD: draft length 0, no mean draft length, no placement or trigger, no PIM busy time (0.0),
     no pool counters (0.0), static batching without serving."""
-    sim = ws.settings.simulation.with_overrides({"prompt_len": 32, "replicas": 2, "search": {"knobs": []}})
+    sim = _small(ws)
     p = dataclasses.replace(point_inputs(ws, sim, Point("OPT-66B", "GPU-AD", 4, 8, 96, "warn"), {}), serving=None)
     res = _result(busy_s={"gpu": np.array([1.0, 2.0])}, pool={})
     row = point_row(p, res, "OPT-66B", "GPU-AD", 8)
@@ -172,7 +183,7 @@ def test_policy_costs_are_a_one_token_verify_step_and_a_drafted_tokens_share_per
     """fixed: the target's pass over one token a request at the batch, / batch; per token: the draft's
     one-token pass (its own mapping, micro-batching and copies) plus the target's second token, / batch.
     PIM-SD maps attention to the GPU (and its PIM draft FC to PIM), not as the PIM system's default."""
-    sim = ws.settings.simulation.with_overrides({"prompt_len": 32, "replicas": 2, "search": {"knobs": []}})
+    sim = _small(ws)
     setup = point_setup(ws, sim, Point("OPT-66B", system, 8, 4, 96, "warn", configuration=configuration))
     pair = ws.models.pair("OPT-66B")
     assert setup.draft_copies == copies
@@ -189,7 +200,7 @@ def test_policy_costs_are_a_one_token_verify_step_and_a_drafted_tokens_share_per
 
 
 def test_an_adaptive_point_without_taus_is_refused_naming_the_system_and_the_file(ws):
-    sim = ws.settings.simulation.with_overrides({"prompt_len": 32, "replicas": 2, "search": {"knobs": []}})
+    sim = _small(ws)
     models = dict.fromkeys(sim.categories, MODEL)
     with pytest.raises(
         ValueError, match=r"^SADDLE drafts adaptively and needs tau per category \(results/acceptance/tau.csv\)$"
@@ -209,7 +220,7 @@ def test_light_load_lengths_are_the_running_product_at_the_lowered_tau_only_wher
     product reads the first's); none with factor 1, with no request count to lower at, or under a policy
     without tau (goodput)."""
     light = {"tau_light_load": {"active_at_most": at_most, "factor": factor}}
-    sim = ws.settings.simulation.with_overrides({"prompt_len": 32, "replicas": 2, "search": {"knobs": []}, **light})
+    sim = _small(ws, **light)
     boosted = MODEL | {"calibration": {"applies_to": "confidence", "draft_continuation": 1.0}}
     models, cats = dict.fromkeys(sim.categories, boosted), sim.categories
     point = Point("OPT-66B", "SADDLE", 4, 8, 96, "warn", policy)
@@ -243,7 +254,7 @@ def test_policy_lengths_give_a_policy_the_points_costs_streams_and_categories(ws
     at d (2 d where a pool takes d-token entries: SADDLE), reading the acceptance streams, the categories
     in turn, each model's match rate (0.7) as its prior (0.5 without one) and the configured schedule; no
     tau, entropy or predicted acceptance."""
-    sim = ws.settings.simulation.with_overrides({"prompt_len": 32, "replicas": 2, "search": {"knobs": []}})
+    sim = _small(ws)
     cats = list(sim.categories)
     models = {c: ENTROPY_MODEL if i == 0 else MODEL for i, c in enumerate(cats)}  # the others: no match rate
     calls = _spied(monkeypatch, "goodput")
@@ -263,7 +274,7 @@ def test_policy_lengths_give_running_product_the_taus_and_boosts_and_entropy_bou
     """running_product reads tau and each category's continuation boost, never the acceptance streams;
     entropy_bound the entropy drawn for the point's block (block 0 where none is given, as the open loop
     calls it)."""
-    sim = ws.settings.simulation.with_overrides({"prompt_len": 32, "replicas": 2, "search": {"knobs": []}})
+    sim = _small(ws)
     cats = list(sim.categories)
     boosted = ENTROPY_MODEL | {"calibration": {"applies_to": "confidence", "draft_continuation": 0.9}}
     models, taus = dict.fromkeys(cats, boosted), dict.fromkeys(cats, 0.4)
@@ -302,8 +313,6 @@ def test_request_streams_are_float32_confidences_and_bool_or_bit_flag_acceptance
 
 
 def test_request_categories_take_turns_and_leave_out_a_category_without_requests():
-    from adsl.sim.experiment import request_categories
-
     got = request_categories(["a", "b", "c"], 5)
     assert list(got) == ["a", "b", "c"] and [list(v) for v in got.values()] == [[0, 3], [1, 4], [2]]
     assert {k: list(v) for k, v in request_categories(["a", "b", "c"], 2).items()} == {"a": [0], "b": [1]}
@@ -313,9 +322,7 @@ def test_request_categories_take_turns_and_leave_out_a_category_without_requests
 def test_point_requests_leave_at_least_one_output_token(ws):
     """Prompt 32 clipped to seq_len - 1: 32 + 1 tokens at seq_len 33, 19 + 1 at 20, 32 + 64 at 96; one
     row per replica (2) and batch_size x requests_per_slot requests."""
-    from adsl.sim.experiment import point_requests
-
-    sim = ws.settings.simulation.with_overrides({"prompt_len": 32, "replicas": 2})
+    sim = _small(ws)
     n = sim.batching.requests(4)
     for seq, prompt in ((33, 32), (20, 19), (96, 32)):
         p, out = point_requests(sim, Point("OPT-66B", "GPU-AD", 4, 8, seq))
@@ -326,7 +333,7 @@ def test_point_requests_leave_at_least_one_output_token(ws):
 def test_point_inputs_reuse_the_streams_a_caller_keeps_and_refuse_drafts_past_the_slack(ws):
     """Two systems of one (pair, batch, sequence length) given one ``drawn`` dict: the second takes the
     first's stream arrays themselves; d = 64 (STREAM_SLACK) is the longest draft the streams hold."""
-    sim = ws.settings.simulation.with_overrides({"prompt_len": 32, "replicas": 2, "search": {"knobs": []}})
+    sim = _small(ws)
     models, drawn = dict.fromkeys(sim.categories, MODEL), {}
     a = point_inputs(ws, sim, Point("OPT-66B", "GPU-SD", 4, 8, 96, "warn"), models, drawn=drawn)
     b = point_inputs(ws, sim, Point("OPT-66B", "PIM-SD", 4, 8, 96, "warn"), models, drawn=drawn)
@@ -340,7 +347,7 @@ def test_point_inputs_reuse_the_streams_a_caller_keeps_and_refuse_drafts_past_th
 def test_a_further_block_draws_its_own_streams_and_entropy(ws, monkeypatch):
     """Block 1 of an entropy_bound point: the streams of generator [seed + batch, 3, 1] (the first block's
     are seed + batch's), and the policy reads the entropy drawn for block 1."""
-    sim = ws.settings.simulation.with_overrides({"prompt_len": 32, "replicas": 2, "search": {"knobs": []}})
+    sim = _small(ws)
     cats = list(sim.categories)
     models, taus = dict.fromkeys(cats, ENTROPY_MODEL), dict.fromkeys(cats, 0.4)
     point, seed = Point("OPT-66B", "SADDLE", 4, 8, 96, "warn", "entropy_bound"), ws.settings.seed + 4
@@ -358,7 +365,7 @@ def test_a_further_block_draws_its_own_streams_and_entropy(ws, monkeypatch):
 def test_with_setup_gives_lengths_to_adaptive_or_pooled_systems_only_and_reads_block_0_by_default(ws):
     """The fixed SD baselines (GPU-SD, PIM-SD) and AD draft no lengths table (None: d, or nothing, a
     pass); without a block (the search's candidates) the entropy is block 0's, as point_inputs' own."""
-    sim = ws.settings.simulation.with_overrides({"prompt_len": 32, "replicas": 2, "search": {"knobs": []}})
+    sim = _small(ws)
     cats = list(sim.categories)
     models, taus = dict.fromkeys(cats, ENTROPY_MODEL), dict.fromkeys(cats, 0.4)
     for system in ("GPU-SD", "PIM-SD", "GPU-AD", "PIM-AD"):
@@ -374,9 +381,6 @@ def test_with_setup_gives_lengths_to_adaptive_or_pooled_systems_only_and_reads_b
 def test_request_entropy_draws_each_category_from_its_blocks_own_generator():
     """Block 0 from default_rng([seed, 1]), block b from default_rng([seed, 1, b]), categories in turn, float32;
     a model without an entropy term is refused by name."""
-    from adsl.fitting.entropy import draw_entropy
-    from adsl.sim.experiment import request_categories
-
     cats = ["a", "b"]
     conf = np.random.default_rng(3).random((2, 5, 7)).astype(np.float32)
     models = dict.fromkeys(cats, ENTROPY_MODEL)
@@ -417,10 +421,8 @@ def test_check_experiments_counts_every_point_it_builds(ws):
 
 def test_simulate_point_passes_every_argument_to_the_core(saddle, monkeypatch):
     """Timelines off unless asked; the workers, tables and replicas already run go through unchanged."""
-    import adsl.sim.experiment as experiment
-
     seen = []
-    monkeypatch.setattr(experiment, "simulate_core", lambda *a, **k: seen.append((a, k)))
+    monkeypatch.setattr("adsl.sim.experiment.simulate_core", lambda *a, **k: seen.append((a, k)))
     simulate_point(saddle)
     simulate_point(saddle, True, 3, "tables", ("log",))
     p = saddle
@@ -433,9 +435,6 @@ def test_simulate_point_passes_every_argument_to_the_core(saddle, monkeypatch):
 
 def test_the_zoo_runs_every_policy_on_the_configuration_its_systems_own_policy_found(ws, tmp_path):
     """One search per configured system, under its own policy; every other policy runs what it found, AD once."""
-    from adsl.fitting.modelfile import read_model, write_model
-    from adsl.sim.experiment import run_experiment, run_point, search_point
-
     cats = ws.settings.simulation.categories
     paths = {"OPT-66B": {}}
     for c in cats:

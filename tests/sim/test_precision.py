@@ -11,7 +11,7 @@ from adsl.config import load_config
 from adsl.errors import ConfigError
 from adsl.fitting.distributions import fit_confidence
 from adsl.settings import Precision
-from adsl.sim.experiment import Point, point_inputs, run_point, simulate_point
+from adsl.sim.experiment import Point, _ci95, point_inputs, run_point, simulate_point
 from adsl.sim.result import concat
 from adsl.sim.workload import Workload
 
@@ -119,8 +119,6 @@ def test_concat_numbers_the_requests_of_each_run_on(ws):
 def test_ci95_is_students_t_half_width_from_two_replicas_on():
     """Half-width t(0.975, n - 1) x s / sqrt(n): [1, 3] has s = sqrt 2, so t(0.975, 1) = 12.7062; one
     replica has no interval."""
-    from adsl.sim.experiment import _ci95
-
     assert _ci95(np.array([1.0, 3.0])) == pytest.approx(12.706204736174694, rel=1e-12)
     assert _ci95(np.array([1.0, 2.0, 3.0])) == pytest.approx(4.302652729749462 / np.sqrt(3), rel=1e-12)
     assert np.isnan(_ci95(np.array([5.0])))
