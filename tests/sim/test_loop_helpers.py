@@ -60,6 +60,33 @@ def test_the_pools_cut_is_the_kth_largest_and_leaves_its_input_alone(values, dat
     assert np.array_equal(a, before)
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.lists(
+        st.one_of(
+            st.floats(0.0, 1.0),
+            st.sampled_from([0.0, 1.0, 0.5, 0.5 + 2**-40, 1 / 256, 1 / 256 - 2**-50, 255 / 256]),
+        ),
+        min_size=1,
+        max_size=900,
+    ),
+    outside=st.lists(st.one_of(st.floats(-2.0, -1e-300), st.floats(1.0 + 2**-52, 3.0)), max_size=3),
+    data=st.data(),
+)
+def test_the_binned_cut_is_the_kth_largest(values, outside, data):
+    """The pool's cut by bins (``_cut``) gives the k-th largest for every k: values on bin edges and equal
+    values in one bin, a bin holding the cut with values above and below it, values outside [0, 1] (Wirth's
+    over all), up to SADDLE's pool sizes; compiled and uncompiled alike, its input left alone."""
+    values = values + outside
+    a = np.array(values)
+    before = a.copy()
+    k = data.draw(st.integers(1, a.size))
+    want = np.sort(a)[::-1][k - 1]
+    assert loop._cut(a, k) == want
+    assert loop._cut.py_func(a, k) == want
+    assert np.array_equal(a, before)
+
+
 def _union(intervals):
     """Sorted busy intervals with touching or overlapping ones merged."""
     out = []

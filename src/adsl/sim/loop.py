@@ -31,6 +31,7 @@ PRUNE = 8  # machines forget past intervals every PRUNE-th event
 CHUNKS = 4  # FC / attention alternations per pass (split over a pipeline's stages)
 CAPACITY = 4096  # busy intervals a machine may hold at once (past ones are pruned)
 NONE = -1.0  # "no time" (a request left to arrive: never)
+BINS = 256  # the pool cut's histogram bins over [0, 1] (``_cut``): about 2 scores a bin at SADDLE's pool sizes
 # Functions only compiled code calls: no CPython or C entry point. numba builds both for every function and
 # links them, with the function, into each caller's module, which it optimises again (a cold compile 77 -> 70 s
 # on a 2-core EPYC, docs/simulator.md); those the tests or the Python side call keep theirs.
@@ -637,6 +638,32 @@ def _kth_largest(a, k):
 
 
 @njit(cache=True)
+def _cut(score, k):
+    """The k-th largest (1-based) of running products in [0, 1]: a histogram of ``BINS`` equal bins finds the
+    bin that holds it (``int(x * BINS)`` orders like ``x``, and equal values share a bin), Wirth's selection
+    finds it among that bin's few values. Values outside [0, 1] (no confidence gives one) take Wirth's over all.
+    On a SADDLE run's own cuts (about 590 scores, k about 384) 6x faster than Wirth's alone (docs/simulator.md)."""
+    inside = True
+    for x in score:
+        inside &= (x >= 0.0) & (x <= 1.0)
+    if not inside:
+        return _kth_largest(score, k)
+    hist = np.zeros(BINS + 1, np.int64)
+    for x in score:
+        hist[int(x * BINS)] += 1
+    above, b = 0, BINS
+    while above + hist[b] < k:
+        above += hist[b]
+        b -= 1
+    held = np.empty(hist[b] + 1)  # one spare: every value is written, the last one over
+    j = 0
+    for x in score:  # branch-free: the count moves on past a value of the bin
+        held[j] = x
+        j += int(x * BINS) == b
+    return _kth_largest(held[:j], k - above)
+
+
+@njit(cache=True)
 def pool_admit(want, rq, slots, capacity, queries):
     """Draft tokens admitted per slot: the ``capacity - queries`` tokens with the highest running product
     of the draft's confidences over all slots, never more than ``want``. The product falls along a draft,
@@ -661,7 +688,7 @@ def pool_admit(want, rq, slots, capacity, queries):
         out[s] = 0
     if room <= 0:
         return out
-    v = _kth_largest(score, room)
+    v = _cut(score, room)
     above = 0
     for x in score:
         above += x > v
