@@ -76,8 +76,10 @@ def test_the_pools_cut_is_the_kth_largest_and_leaves_its_input_alone(values, dat
 def test_the_binned_cut_is_the_kth_largest(values, outside, data):
     """The pool's cut by bins (``_cut``) gives the k-th largest for every k: values on bin edges and equal
     values in one bin, a bin holding the cut with values above and below it, values outside [0, 1] (Wirth's
-    over all), up to SADDLE's pool sizes; compiled and uncompiled alike, its input left alone."""
-    values = values + outside
+    over all, wherever they stand), up to SADDLE's pool sizes; compiled and uncompiled alike, its input left
+    alone."""
+    for x in outside:
+        values.insert(data.draw(st.integers(0, len(values))), x)
     a = np.array(values)
     before = a.copy()
     k = data.draw(st.integers(1, a.size))
