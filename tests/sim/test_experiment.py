@@ -7,16 +7,19 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from adsl.fitting.distributions import fit_confidence
 from adsl.fitting.entropy import draw_entropy, fit_entropy
-from adsl.fitting.generator import CONTINUED, FIRST
+from adsl.fitting.generator import CONTINUED, FIRST, continuation_boost, draw_streams, later_confidence
 from adsl.fitting.modelfile import read_model, write_model
+from adsl.sim.core import replica_logs
 from adsl.sim.experiment import (
     Point,
     check_experiments,
     experiment_points,
+    first_replicas,
     point_inputs,
     point_requests,
     point_row,
@@ -32,9 +35,10 @@ from adsl.sim.experiment import (
     simulate_point,
     with_setup,
 )
-from adsl.sim.policies import POLICIES
+from adsl.sim.policies import POLICIES, PolicyInputs, fit_threshold, predicted
 from adsl.sim.result import RunResult
-from adsl.sim.search import Configuration
+from adsl.sim.search import Configuration, legal_set
+from adsl.sim.systems import SYSTEMS
 from adsl.sim.timing import batch_pass
 
 RNG = np.random.default_rng(1)
@@ -154,6 +158,22 @@ def test_the_row_takes_the_runs_placement_shares_and_flags_memory_at_the_limit(s
     assert row["fits_memory"] and (row["memory_needed_gb"], row["memory_available_gb"]) == (2.0, 2.0)
     row = point_row(dataclasses.replace(saddle, memory=(3e9, 2e9)), _result(), "OPT-66B", "SADDLE", 8)
     assert not row["fits_memory"]
+
+
+def test_the_row_reads_the_mappings_where_the_run_measured_no_share_and_no_static_power_where_it_is_off(ws):
+    """SD (the motivation system: FC of both models on PIM, attention on the GPU) with static power off, and
+    a run without placement shares or GPU busy time: the draft FC on PIM as its mapping puts it (1.0),
+    target attention off PIM (0.0), each family's device as the mappings give it, 0 W of static power (not
+    the system's 296 W) and GPU utilisation 0.0."""
+    sim = _small(ws, static_power=False)
+    p = point_inputs(ws, sim, Point("OPT-66B", "SD", 4, 8, 96, "warn"), dict.fromkeys(sim.categories, MODEL))
+    target, draft = p.setup.target_mapping, p.setup.draft_mapping
+    assert (target, draft) == ({"fc": "pim", "attention": "gpu"},) * 2 and p.setup.system.static_power_w == 296.0
+    row = point_row(p, _result(busy_s={"pim": np.array([1.0, 2.0])}), "OPT-66B", "SD", 8)
+    assert (row["draft_fc_on_pim"], row["target_attention_on_pim"]) == (1.0, 0.0)
+    devices = ("target_fc", "target_attention", "draft_fc", "draft_attention")
+    assert [row[k] for k in devices] == ["pim", "gpu", "pim", "gpu"]
+    assert (row["static_power_w"], row["gpu_util"]) == (0.0, 0.0)
 
 
 def test_an_ad_row_has_no_draft_columns_and_no_missing_device(ws):
@@ -458,3 +478,180 @@ def test_the_zoo_runs_every_policy_on_the_configuration_its_systems_own_policy_f
         want = run_point(small, sim, dataclasses.replace(pt, configuration=found.point.configuration), models, taus)
         assert df.configuration[i] == found.point.configuration.label
         assert df.throughput_tok_s[i] == want["throughput_tok_s"], pt.policy
+
+
+def _fit_by_hand(policy, models, sim, costs, seed, cap):
+    """Each category's threshold fitted here as learned_thresholds documents it: train_streams x
+    train_positions streams of the category's model from default_rng([seed, 2, k]) (k: its place among the
+    categories sorted), its later tokens' confidences moved by its continuation boost, the entropy drawn
+    after the streams from the same generator (entropy_bound), and fit_threshold over the grid: p.grid
+    points of [0.02, 0.98], or the drawn entropy's quantiles at those levels."""
+    p = sim.policies
+    levels = np.linspace(0.02, 0.98, p.grid)
+    out = {}
+    for k, c in enumerate(sorted(models)):
+        rng = np.random.default_rng([seed, 2, k])
+        conf, acc = draw_streams(models[c], p.train_streams, p.train_positions, rng)
+        later = later_confidence(conf, continuation_boost(models[c]))
+        cats = np.array([c] * p.train_streams)
+        train = PolicyInputs(confidence=conf[None], later=later[None], categories=cats, batch=4, d=8, costs=costs)
+        if policy == "entropy_bound":
+            entropy = draw_entropy(models[c]["entropy"], conf, rng)
+            train, grid = dataclasses.replace(train, entropy=entropy[None]), np.quantile(entropy, levels)
+        else:
+            prob = predicted(models, cats, conf[None], later[None])
+            train, grid = dataclasses.replace(train, accept_prob=prob), levels
+        out[c] = fit_threshold(policy, train, acc, grid, cap)
+    return out
+
+
+BOOSTED = MODEL | {"calibration": {"applies_to": "confidence", "draft_continuation": 2.0}}
+
+
+@pytest.mark.parametrize("policy", ["rejection_risk", "entropy_bound"])
+def test_a_learned_policy_runs_on_the_thresholds_fitted_on_training_streams_of_its_own(ws, monkeypatch, policy):
+    """SADDLE at batch 4, d 8 (cap 16), 16 training streams of 64 positions a category, a grid of 19: the
+    thresholds the policy runs with are those fitted by hand (``_fit_by_hand``) with the point's cost model;
+    rejection_risk on a model with a continuation boost of 2.0 / 0.9 and no entropy term (it needs none),
+    its thresholds inside the grid, so another grid or unboosted later tokens would move them."""
+    sim = _small(ws, policies={"train_streams": 16, "train_positions": 64, "grid": 19})
+    cats = list(sim.categories)
+    models = dict.fromkeys(cats, BOOSTED if policy == "rejection_risk" else ENTROPY_MODEL)
+    calls = _spied(monkeypatch, policy)
+    p = point_inputs(ws, sim, Point("OPT-66B", "SADDLE", 4, 8, 96, "warn", policy), models, dict.fromkeys(cats, 0.4))
+    (inputs,) = (i for i, _ in calls if i.confidence is p.confidence)  # the others: the fit's trials
+    want = _fit_by_hand(policy, models, sim, policy_costs(p.setup, p.pair, 4, 64.0), ws.settings.seed + 4, 16)
+    assert inputs.thresholds == want
+    if policy == "rejection_risk":
+        assert all(0.02 < t < 0.98 for t in want.values()), want
+
+
+def test_a_zoo_of_several_points_searches_each_configured_system_once_and_draws_the_streams_once(
+    ws, tmp_path, monkeypatch, capsys
+):
+    """SADDLE and GPU-SD at d 4 and 8 under fixed and running_product, GPU-AD beside them, batch 4: one full
+    search per (system, d) under the system's own policy (AD: its own point's); the own policy's row is the
+    point run with its search (run_point), the other policy's runs that search's configuration alone (one
+    candidate, gain 1); AD's rows at d 4 and 8 are one row (AD reads no d); every row names its experiment,
+    the index is the rows' order; the batch's streams are drawn once for every system and d; the progress
+    lines name the experiment. An experiment without policies runs each system's search at its own point."""
+    cats = ws.settings.simulation.categories
+    paths = {"OPT-66B": {}}
+    for c in cats:
+        write_model({"pair": "OPT-66B", "category": c} | MODEL, tmp_path / f"{c}.json")
+        paths["OPT-66B"][c] = str(tmp_path / f"{c}.json")
+    models, taus = {c: read_model(p) for c, p in paths["OPT-66B"].items()}, dict.fromkeys(cats, 0.3)
+    zoo = {"pairs": ["OPT-66B"], "systems": ["SADDLE", "GPU-SD", "GPU-AD"], "batches": [4], "draft_lengths": [4, 8]}
+    experiments = {"zoo": zoo | {"policies": ["fixed", "running_product"]}, "plain": zoo | {"systems": ["SADDLE"]}}
+    small = ws.with_overrides(simulation={"replicas": 1, "max_seq_len": 160, "experiments": experiments})
+    searched, seeds = [], []
+    search, draw = search_point, request_streams
+    monkeypatch.setattr(
+        "adsl.sim.experiment.search_point", lambda w, s, pt, *a, **k: searched.append(pt) or search(w, s, pt, *a, **k)
+    )
+    monkeypatch.setattr("adsl.sim.experiment.request_streams", lambda *a: seeds.append(a[-1]) or draw(*a))
+    capsys.readouterr()
+    df = run_experiment(small, "zoo", paths, {"OPT-66B": taus})
+    lines = capsys.readouterr().out.splitlines()
+    full = [(pt.system, pt.draft_length, pt.policy) for pt in searched if pt.configuration is None]
+    assert full == [(s, d, None) for s in ("SADDLE", "GPU-SD", "GPU-AD") for d in (4, 8)]
+    assert seeds == [small.settings.seed + 4]
+    assert [ln.rsplit(": ", 1)[0] for ln in lines] == [
+        f"experiment zoo: configuration point {i} of 10" for i in range(1, 11)
+    ]
+    monkeypatch.undo()
+    sim = small.settings.simulation.for_experiment("zoo")
+    want = []
+    for pt in experiment_points(sim, small.settings.simulation.experiments["zoo"]):
+        if pt.system == "GPU-AD":
+            if pt.draft_length == 4:
+                want.append(run_point(small, sim, pt, models, taus))
+        elif pt.policy == SYSTEMS[pt.system].policy:
+            want.append(run_point(small, sim, pt, models, taus))
+        else:
+            found = search_point(small, sim, dataclasses.replace(pt, policy=None), models, taus)
+            want.append(
+                run_point(small, sim, dataclasses.replace(pt, configuration=found.point.configuration), models, taus)
+            )
+    # the own policy's rows (SADDLE: running_product, GPU-SD: fixed) searched several candidates
+    assert [r["search_candidates"] > 1 for r in want] == [False, True] * 2 + [True, False] * 2 + [False]
+    pd.testing.assert_frame_equal(df, pd.DataFrame([r | {"experiment": "zoo"} for r in want]))
+    plain = run_experiment(small, "plain", paths, {"OPT-66B": taus})
+    sim = small.settings.simulation.for_experiment("plain")
+    pts = experiment_points(sim, small.settings.simulation.experiments["plain"])
+    want = [run_point(small, sim, pt, models, taus) | {"experiment": "plain"} for pt in pts]
+    assert [r["search_candidates"] > 1 for r in want] == [True, True]
+    pd.testing.assert_frame_equal(plain, pd.DataFrame(want))
+
+
+KNOBS = {"knobs": ["draft_placement", "micro_batches", "pool_trigger"], "screen_replicas": 1}
+
+
+def test_the_search_hands_the_tables_it_builds_to_built_and_runs_on_them(ws, monkeypatch):
+    """One list ``built`` over four points of one workload: SADDLE at a given configuration builds one set of
+    pass tables, runs on it (one candidate, gain 1) and adds it; SADDLE searched adds one set per (draft
+    placement, micro-batches) of its 12 candidates (the pool trigger changes no table), each taking the
+    first set's prefill table (``PassTables``' reuse, which needs the serving slots: continuous batching),
+    screens every candidate on them and runs the kept one's second replica on its set; GPU-AD (one
+    candidate, nothing to screen) adds the set it runs on; a configured point after them takes the first
+    set's prefill table too."""
+    sim = _small(ws, search=KNOBS)
+    cats = list(sim.categories)
+    models, taus = dict.fromkeys(cats, MODEL), dict.fromkeys(cats, 0.4)
+    runs, screens = [], []
+    monkeypatch.setattr(
+        "adsl.sim.experiment.simulate_point", lambda p, **k: runs.append(k.get("tables")) or simulate_point(p, **k)
+    )
+    monkeypatch.setattr(
+        "adsl.sim.experiment.replica_logs", lambda *a, **k: screens.append(k.get("tables")) or replica_logs(*a, **k)
+    )
+    built, point = [], Point("OPT-66B", "SADDLE", 4, 8, 96, "warn")
+    conf = Configuration("replicated", 1, "complete")
+    a = search_point(ws, sim, dataclasses.replace(point, configuration=conf), models, taus, built=built)
+    assert (a.candidates, a.gain, len(built)) == (1, 1.0, 1) and runs[0] is built[0]
+    assert sim.batching.serving(4).slots < a.inputs.out.shape[1]  # the slots, not the requests
+    b = search_point(ws, sim, point, models, taus, built=built)
+    assert (b.candidates, len(built), len(runs)) == (12, 7, 2)
+    assert all(t.prefill[0] is built[0].prefill[0] for t in built[1:])
+    assert all(any(s is t for t in built[1:]) for s in screens) and any(runs[1] is t for t in built[1:])
+    search_point(ws, sim, Point("OPT-66B", "GPU-AD", 4, 8, 96, "warn"), models, taus, built=built)
+    assert len(built) == 8 and runs[2] is built[7]
+    search_point(ws, sim, dataclasses.replace(point, configuration=conf), models, taus, built=built)
+    assert len(built) == 9 and runs[3] is built[8] and built[8].prefill[0] is built[0].prefill[0]
+
+
+def test_a_cost_aware_search_screens_each_candidate_on_lengths_planned_with_its_own_costs(ws):
+    """goodput on SADDLE at batch 8: each of the 12 legal configurations run by hand on its own inputs
+    (point_inputs at that configuration: lengths planned with its own pass costs, which differ between
+    configurations) over the screening replica; the search keeps the first fastest, its gain over the own
+    configuration, its inputs, and its run over both replicas."""
+    sim = _small(ws, search=KNOBS)
+    cats = list(sim.categories)
+    models, taus = dict.fromkeys(cats, MODEL), dict.fromkeys(cats, 0.4)
+    point = Point("OPT-66B", "SADDLE", 8, 8, 96, "warn", "goodput")
+    found = search_point(ws, sim, point, models, taus)
+    legal = legal_set(point_inputs(ws, sim, point, models, taus).setup, KNOBS["knobs"])
+    each = [point_inputs(ws, sim, dataclasses.replace(point, configuration=c), models, taus) for c in legal]
+    assert len({p.lengths.tobytes() for p in each}) > 1
+    tput = [simulate_point(first_replicas(p, 1)).throughput_tok_s.mean() for p in each]
+    best = tput.index(max(tput))
+    assert (found.point.configuration, found.candidates) == (legal[best], 12) and best > 0
+    assert found.gain == pytest.approx(tput[best] / tput[0], rel=1e-12)
+    np.testing.assert_array_equal(found.inputs.lengths, each[best].lengths)
+    np.testing.assert_array_equal(found.result.throughput_tok_s, simulate_point(each[best]).throughput_tok_s)
+
+
+def test_a_point_that_must_fit_leaves_out_the_candidates_that_do_not_instead_of_stopping(ws):
+    """SADDLE's 40 PIM stacks cut to 3.6 GB each (144 GB): its own configuration (one draft copy, 136 GB)
+    fits, a draft copy per GPU (8 copies, 156 GB) does not; a point whose memory_check is error searches
+    the 4 one-copy candidates and runs, rather than stopping at the first that does not fit."""
+    small = ws.with_overrides(hardware={"pim_stacks": {"HBM3-PIM": {"capacity_bytes": 3.6e9}}})
+    sim = _small(small, search=KNOBS)
+    cats = list(sim.categories)
+    models, taus = dict.fromkeys(cats, MODEL), dict.fromkeys(cats, 0.4)
+    point = Point("OPT-66B", "SADDLE", 4, 8, 96, "error")
+    own = point_inputs(small, sim, point, models, taus).memory
+    wide = dataclasses.replace(point, memory_check="warn", configuration=Configuration("replicated", 2, "complete"))
+    assert own[0] <= own[1] == 40 * 3.6e9 < point_inputs(small, sim, wide, models, taus).memory[0]
+    found = search_point(small, sim, point, models, taus)
+    assert found.candidates == 4 and found.point.configuration.draft_placement == "tensor_parallel"
