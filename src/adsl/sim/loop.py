@@ -37,9 +37,10 @@ BINS = 256  # the pool cut's histogram bins over [0, 1] (``_cut``): about 2 scor
 # on a 2-core EPYC, docs/simulator.md); those the tests or the Python side call keep theirs.
 INNER = {"cache": True, "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
 # A compiled function increfs every array of every tuple it is passed on entry and decrefs them on exit (an
-# atomic operation each: a third of SD's loop time). The six called once a job or an event (run_pass, _issue,
-# advance, verify, settle, fresh_lengths) are inlined into their callers instead: AD 1.7x, SD and PIM-SD 1.3x
-# faster, for a cold compile 33 -> 45 s (docs/simulator.md, fifteenth session).
+# atomic operation each: a third of SD's loop time). The five called once a job or an event (run_pass, _issue,
+# advance, verify, fresh_lengths) are inlined into their callers instead: AD 1.7x, SD and PIM-SD 1.3x faster,
+# for a cold compile 33 -> 45 s (docs/simulator.md, fifteenth session); settle, inlined too then, is not:
+# AD's loop 1.37x faster without it and the compile 5 s shorter (sixteenth session).
 
 
 # -- cost look-ups ------------------------------------------------------------------------------------
@@ -407,7 +408,8 @@ def start_requests(mach, lay, tab, logs, times, slots, admitted, t, with_prefill
     return t
 
 
-@njit(inline="always", **INNER)
+# not inlined: its two inlined copies made micro_batch_loop slower to compile and to run (sixteenth session)
+@njit(**INNER)
 def settle(mach, lay, tab, logs, times, rq, slots, a, b, t, emitted, verified, with_prefill):
     """After slots a..b emitted ``emitted`` at ``t``: record finished requests, refill their slots (and,
     open loop, idle ones) from the queue; returns when the micro-batch may go on."""
