@@ -453,13 +453,19 @@ def test_simulate_point_passes_every_argument_to_the_core(saddle, monkeypatch):
     ]
 
 
-def test_the_zoo_runs_every_policy_on_the_configuration_its_systems_own_policy_found(ws, tmp_path):
-    """One search per configured system, under its own policy; every other policy runs what it found, AD once."""
-    cats = ws.settings.simulation.categories
+def _model_files(tmp_path, cats) -> dict[str, dict[str, str]]:
+    """``MODEL`` written as each category's acceptance-model file of OPT-66B: run_experiment's model paths."""
     paths = {"OPT-66B": {}}
     for c in cats:
         write_model({"pair": "OPT-66B", "category": c} | MODEL, tmp_path / f"{c}.json")
         paths["OPT-66B"][c] = str(tmp_path / f"{c}.json")
+    return paths
+
+
+def test_the_zoo_runs_every_policy_on_the_configuration_its_systems_own_policy_found(ws, tmp_path):
+    """One search per configured system, under its own policy; every other policy runs what it found, AD once."""
+    cats = ws.settings.simulation.categories
+    paths = _model_files(tmp_path, cats)
     taus = dict.fromkeys(cats, 0.3)
     exp = {
         "pairs": ["OPT-66B"],
@@ -536,10 +542,7 @@ def test_a_zoo_of_several_points_searches_each_configured_system_once_and_draws_
     the index is the rows' order; the batch's streams are drawn once for every system and d; the progress
     lines name the experiment. An experiment without policies runs each system's search at its own point."""
     cats = ws.settings.simulation.categories
-    paths = {"OPT-66B": {}}
-    for c in cats:
-        write_model({"pair": "OPT-66B", "category": c} | MODEL, tmp_path / f"{c}.json")
-        paths["OPT-66B"][c] = str(tmp_path / f"{c}.json")
+    paths = _model_files(tmp_path, cats)
     models, taus = {c: read_model(p) for c, p in paths["OPT-66B"].items()}, dict.fromkeys(cats, 0.3)
     zoo = {"pairs": ["OPT-66B"], "systems": ["SADDLE", "GPU-SD", "GPU-AD"], "batches": [4], "draft_lengths": [4, 8]}
     experiments = {"zoo": zoo | {"policies": ["fixed", "running_product"]}, "plain": zoo | {"systems": ["SADDLE"]}}

@@ -40,7 +40,7 @@ INNER = {"cache": True, "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
 # atomic operation each: a third of SD's loop time). The five called once a job or an event (run_pass, _issue,
 # advance, verify, fresh_lengths) are inlined into their callers instead: AD 1.7x, SD and PIM-SD 1.3x faster,
 # for a cold compile 33 -> 45 s (docs/simulator.md, fifteenth session); settle, inlined too then, is not:
-# AD's loop 1.37x faster without it and the compile 5 s shorter (sixteenth session).
+# AD's loop 1.37x faster without it and the compile 2-5 s shorter (sixteenth session).
 
 
 # -- cost look-ups ------------------------------------------------------------------------------------
