@@ -37,10 +37,13 @@ BINS = 256  # the pool cut's histogram bins over [0, 1] (``_cut``): about 2 scor
 # on a 2-core EPYC, docs/simulator.md); those the tests or the Python side call keep theirs.
 INNER = {"cache": True, "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
 # A compiled function increfs every array of every tuple it is passed on entry and decrefs them on exit (an
-# atomic operation each: a third of SD's loop time). The five called once a job or an event (run_pass, _issue,
-# advance, verify, fresh_lengths) are inlined into their callers instead: AD 1.7x, SD and PIM-SD 1.3x faster,
-# for a cold compile 33 -> 45 s (docs/simulator.md, fifteenth session); settle, inlined too then, is not:
-# AD's loop 1.37x faster without it and the compile 2-5 s shorter (sixteenth session).
+# atomic operation each: a third of SD's loop time). Those called once a job or an event (run_pass, _issue,
+# advance, fresh_lengths, and verify, now part of its callers) are inlined into their callers instead: AD 1.7x,
+# SD and PIM-SD 1.3x faster, for a cold compile 33 -> 45 s (docs/simulator.md, fifteenth session); settle, inlined
+# too then, is not: AD's loop 1.37x faster without it and the compile 2-5 s shorter (sixteenth session). A
+# function compiled on its own costs a module that every caller links and LLVM optimises again, so the thin
+# wrappers with one or two call sites (admit_pool, draft_together, _refill) are inlined as well: the cold compile
+# about 3.5 s shorter, the loops the same (seventeenth session).
 
 
 # -- cost look-ups ------------------------------------------------------------------------------------
@@ -250,6 +253,20 @@ def new_logs(rows: tuple[int, ...]) -> tuple:
     return (*(np.empty((r, w)) for r, w in zip(rows, WIDTHS, strict=True)), np.zeros(5, np.int64))
 
 
+@njit(**INNER)
+def _issue_apart(mach, lay, logs, kind, release, g, p):
+    """(start, end) of a replicated draft: one pass on every stage at once. Not part of ``_issue``, which is
+    inlined at four call sites: each typed this copy of ``run_pass`` again (a cold compile about 1.6 s longer)."""
+    stages, pim, per_stage = lay[0], lay[1], lay[2]
+    seg_m, seg_d = mach[6], mach[7]
+    start, end = np.inf, -np.inf
+    for s in range(stages):
+        k = segments(g, p, stages, pim, s, seg_m, seg_d)
+        a, b = run_pass(mach, release, seg_m, seg_d, k, per_stage, kind, logs)
+        start, end = min(start, a), max(end, b)
+    return start, end
+
+
 @njit(inline="always", **INNER)
 def _issue(mach, lay, logs, kind, release, g, p):
     """Book a job of GPU + link ``g`` and PIM ``p`` seconds (a replicated draft: on every stage at once);
@@ -257,11 +274,7 @@ def _issue(mach, lay, logs, kind, release, g, p):
     stages, pim, per_stage, everywhere = lay[0], lay[1], lay[2], lay[3]
     seg_m, seg_d = mach[6], mach[7]
     if everywhere and stages > 1 and (kind == DRAFT or kind == EAGER):
-        start, end = np.inf, -np.inf
-        for s in range(stages):
-            k = segments(g, p, stages, pim, s, seg_m, seg_d)
-            a, b = run_pass(mach, release, seg_m, seg_d, k, per_stage, kind, logs)
-            start, end = min(start, a), max(end, b)
+        start, end = _issue_apart(mach, lay, logs, kind, release, g, p)
     else:
         k = segments(g, p, stages, pim, EVERY_STAGE, seg_m, seg_d)
         start, end = run_pass(mach, release, seg_m, seg_d, k, per_stage, kind, logs)
@@ -323,16 +336,6 @@ def draft_chain(mach, lay, tab, logs, counts, kind, release, lengths, ctx, offse
     job, end = _issue(mach, lay, logs, kind, release, g_s, p_s)
     for j in range(k):
         _log_pass(logs, job, T_DRAFT, var[j], ns[j], cs[j], 0, 0.0)
-    return end
-
-
-@njit(inline="always", **INNER)
-def verify(mach, lay, tab, logs, counts, release, n, ctx, q):
-    v, q0, f, g, p = verify_pass(tab[2], tab[3], n, ctx, q, tab[8])
-    counts[2] += tab[10][v]
-    counts[3] += 1
-    job, end = _issue(mach, lay, logs, VERIFY, release, g, p)
-    _log_pass(logs, job, T_VERIFY, v, n, ctx, q0, f)
     return end
 
 
@@ -500,7 +503,7 @@ def fresh_lengths(rq, slots, a, b, d, cap):
     return out
 
 
-@njit(**INNER)
+@njit(cache=True, nogil=True)
 def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, starts, stops):
     """Every micro-batch on its own: a heap of (time, group) holds when each group's round starts (its
     passes are booked and end at a known time) or ends (its tokens are emitted and finished slots take
@@ -511,12 +514,10 @@ def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times,
     groups = starts.size
     n_slots = cur.size
     last = rq[1].size - 1
-    ht = np.empty(groups)
-    hi = np.empty(groups, np.int64)
+    ht = np.zeros(groups)  # every group starts at 0, in group order: already a heap
+    hi = np.arange(groups)
     ending = np.zeros(groups, np.bool_)  # the group's entry is the end of a round
-    size = 0
-    for i in range(groups):
-        size = _push(ht, hi, size, 0.0, i)
+    size = groups
     # a round's outcome per slot (SD): tokens emitted, positions advanced, verified
     emitted = np.zeros(n_slots, np.int64)
     adv = np.zeros(n_slots, np.int64)
@@ -528,10 +529,13 @@ def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times,
     st_sum = np.zeros(groups)
     st_first = np.zeros(groups, np.int64)
     st_k = np.zeros(groups, np.int64)
+    # every branch below ends in ``wake``, when the group is due again (NONE: never), so the inlined heap push,
+    # pass booking and logging are each typed once (a cold compile about 2 s shorter than one call site each)
     while size:
         t, i, size = _pop(ht, hi, size)
         advance(mach, t)
         a, b = starts[i], stops[i]
+        wake = NONE
         if ending[i]:
             ending[i] = False
             if mode == AD:
@@ -544,73 +548,75 @@ def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times,
                 st_k[i] += 1
                 if st_k[i] < st_first[i] and (not open_loop or n == b - a or waiting(rq, slots, t) == 0):
                     _event(logs, t, float(n), 0)  # nobody finished, nobody admitted
-                    size = _push(ht, hi, size, t, i)
-                    continue
-                stretch[i] = False
-                verified = act[a:b].copy()
-                emit = verified.astype(np.int64)
-                t2 = settle(mach, lay, tab, logs, times, rq, slots, a, b, t, emit, verified, with_prefill)
+                    wake = t
+                else:
+                    stretch[i] = False
+                    verified = act[a:b].copy()
+                    emit = verified.astype(np.int64)
+                    wake = settle(mach, lay, tab, logs, times, rq, slots, a, b, t, emit, verified, with_prefill)
             else:
                 for s in range(a, b):
                     left[s] -= emitted[s]
                     ctx[s] += emitted[s]
                     pos[s] += adv[s] if act[s] else 0
-                t2 = settle(mach, lay, tab, logs, times, rq, slots, a, b, t, emitted[a:b], act[a:b], with_prefill)
-            size = _push(ht, hi, size, t2, i)
-            continue
-        busy = False
-        for s in range(a, b):
-            busy |= left[s] > 0
-        if not stretch[i] and not busy:
-            if not open_loop:
-                continue
-            if waiting(rq, slots, t):
-                free = np.zeros(n_slots, np.bool_)
-                for s in range(a, b):
-                    free[s] = left[s] == 0
-                wake = start_requests(mach, lay, tab, logs, times, slots, admit(rq, slots, free, t), t, with_prefill)
-            else:
-                wake = next_arrival(rq, slots)
-                if wake == NONE:
-                    continue
-            size = _push(ht, hi, size, max(wake, t), i)
-            continue
-        if mode == AD:
-            if not stretch[i]:
-                n, total, first = 0, 0.0, 1 << 62
-                for s in range(a, b):
-                    act[s] = left[s] > 0
-                    if act[s]:
-                        n += 1
-                        total += ctx[s]
-                        first = min(first, left[s])
-                stretch[i], st_n[i], st_sum[i], st_first[i], st_k[i] = True, n, total, first, 0
-            n, k = st_n[i], st_k[i]
-            c = (st_sum[i] + k * n) / n
-            g, p = at(tab[4], tab[5], n, c, tab[8])
-            job, end = _issue(mach, lay, logs, DECODE, t, g, p)
-            _log_pass(logs, job, T_DECODE, 0, n, c, 0, 0.0)
-            _round(logs, end, n, 0)
+                wake = settle(mach, lay, tab, logs, times, rq, slots, a, b, t, emitted[a:b], act[a:b], with_prefill)
         else:
-            lengths = fresh_lengths(rq, slots, a, b, d, d)
-            t = draft_chain(mach, lay, tab, logs, counts, DRAFT, t, lengths, ctx[a:b], 0.0)
-            n, drafted, total = ZERO, 0, 0.0
+            busy = False
             for s in range(a, b):
-                act[s] = left[s] > 0
-                if act[s]:
-                    n += 1
-                    total += ctx[s]
-                drafted += lengths[s - a]
-            end = verify(mach, lay, tab, logs, counts, t, n, total / n, (drafted + n) / n)
-            for s in range(a, b):
-                if act[s]:
-                    acc = min(runs[min(cur[s], last), pos[s]], lengths[s - a])
-                    emitted[s], adv[s] = min(acc + 1, left[s]), acc + 1
+                busy |= left[s] > 0
+            if not stretch[i] and not busy:
+                if open_loop and waiting(rq, slots, t):
+                    free = np.zeros(n_slots, np.bool_)
+                    for s in range(a, b):
+                        free[s] = left[s] == 0
+                    admitted = admit(rq, slots, free, t)
+                    wake = max(start_requests(mach, lay, tab, logs, times, slots, admitted, t, with_prefill), t)
+                elif open_loop:
+                    wake = next_arrival(rq, slots)
+                    if wake != NONE:
+                        wake = max(wake, t)
+            else:
+                if mode == AD:
+                    if not stretch[i]:
+                        n, total, first = 0, 0.0, 1 << 62
+                        for s in range(a, b):
+                            act[s] = left[s] > 0
+                            if act[s]:
+                                n += 1
+                                total += ctx[s]
+                                first = min(first, left[s])
+                        stretch[i], st_n[i], st_sum[i], st_first[i], st_k[i] = True, n, total, first, 0
+                    n, k = st_n[i], st_k[i]
+                    c = (st_sum[i] + k * n) / n
+                    g, p = at(tab[4], tab[5], n, c, tab[8])
+                    kind, table, v, q0, f, drafted = DECODE, T_DECODE, 0, 0, 0.0, 0
                 else:
-                    emitted[s], adv[s] = 0, 1
-            _round(logs, end, n, drafted)
-        ending[i] = True
-        size = _push(ht, hi, size, end, i)
+                    lengths = fresh_lengths(rq, slots, a, b, d, d)
+                    t = draft_chain(mach, lay, tab, logs, counts, DRAFT, t, lengths, ctx[a:b], 0.0)
+                    n, drafted, total = ZERO, 0, 0.0
+                    for s in range(a, b):
+                        act[s] = left[s] > 0
+                        if act[s]:
+                            n += 1
+                            total += ctx[s]
+                        drafted += lengths[s - a]
+                    c = total / n
+                    v, q0, f, g, p = verify_pass(tab[2], tab[3], n, c, (drafted + n) / n, tab[8])
+                    counts[2] += tab[10][v]
+                    counts[3] += 1
+                    kind, table = VERIFY, T_VERIFY
+                    for s in range(a, b):
+                        if act[s]:
+                            acc = min(runs[min(cur[s], last), pos[s]], lengths[s - a])
+                            emitted[s], adv[s] = min(acc + 1, left[s]), acc + 1
+                        else:
+                            emitted[s], adv[s] = 0, 1
+                job, wake = _issue(mach, lay, logs, kind, t, g, p)
+                _log_pass(logs, job, table, v, n, c, q0, f)
+                _round(logs, wake, n, drafted)
+                ending[i] = True
+        if wake != NONE:
+            size = _push(ht, hi, size, wake, i)
 
 
 # -- the pools (SADDLE-p, SADDLE-s, SADDLE) -----------------------------------------------------------
@@ -708,7 +714,7 @@ def pool_admit(want, rq, slots, capacity, queries):
     return out
 
 
-@njit(**INNER)
+@njit(inline="always", **INNER)
 def admit_pool(want, rq, slots, capacity, sel, counts):
     """Pool admission of the entries of slots ``sel`` (``pool_admit``); counts the largest pool so far."""
     lv = pool_admit(want, rq, slots, capacity, sel.sum())
@@ -728,10 +734,16 @@ def pooled_verify(mach, lay, tab, logs, counts, release, sel, ctx, lv):
             n += 1
             total += ctx[s]
             q += lv[s] + 1
-    return verify(mach, lay, tab, logs, counts, release, n, total / n, q / n), n
+    ctx_mean = total / n
+    v, q0, f, g, p = verify_pass(tab[2], tab[3], n, ctx_mean, q / n, tab[8])
+    counts[2] += tab[10][v]
+    counts[3] += 1
+    job, end = _issue(mach, lay, logs, VERIFY, release, g, p)
+    _log_pass(logs, job, T_VERIFY, v, n, ctx_mean, q0, f)
+    return end, n
 
 
-@njit(**INNER)
+@njit(cache=True, nogil=True)
 def sequential_pool(d, capacity, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, starts, stops):
     """SADDLE-p: every micro-batch drafts, one pooled pass verifies them all, again. A full pool cuts
     drafts short: the C tokens most likely to pass are drafted, the others are not. A micro-batch drafts
@@ -843,7 +855,7 @@ def draft_fresh(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops,
     _round(logs, first, 0, tokens)
 
 
-@njit(**INNER)
+@njit(inline="always", **INNER)
 def draft_together(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, t):
     """Slots ``sel`` draft fresh entries, all released at ``t``."""
     n = sel.size
@@ -852,7 +864,7 @@ def draft_together(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, sto
     )
 
 
-@njit(**INNER)
+@njit(inline="always", **INNER)
 def _refill(d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, now):
     """Open loop, before a pooled pass at ``now``: idle slots take the requests that have arrived, are
     prefilled and draft their first entries; with nothing in flight, wait for the next arrival. Returns
@@ -963,7 +975,7 @@ def _finish(d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, poo
     draft_fresh(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, releases, late)
 
 
-@njit(**INNER)
+@njit(cache=True, nogil=True)
 def async_pool(d, capacity, complete, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, starts, stops):
     """SADDLE-s / SADDLE: each request's next pool entry is ready when its drafting ends (at once for one
     that keeps its eager tokens); the verifier takes every ready entry as soon as it is idle (``complete``
@@ -1029,7 +1041,6 @@ def machines(n_machines, stages, shared):
     )
 
 
-@njit(cache=True, nogil=True)
 def run_replica(mode, d, capacity, complete, with_prefill, logs, tab, lay, n_machines, rq, n_slots, starts, stops):
     """One replica's run into ``logs`` (``new_logs``). ``tab``: cost tables (draft, verify, decode, prefill as
     flat arrays; context step; draft variants with FC on PIM; verify variants with attention on PIM);
@@ -1038,7 +1049,11 @@ def run_replica(mode, d, capacity, complete, with_prefill, logs, tab, lay, n_mac
     output, arrival, open loop, runs, flagged streams, continuing runs, draft lengths, adaptive,
     confidences, later confidences, draft lengths under a lowered tau, the in-flight requests at
     most at which those are in force); micro-batches are slots ``starts[i]..stops[i]``. Returns the
-    counters and the per-request times (admitted, first token, done)."""
+    counters and the per-request times (admitted, first token, done).
+
+    Plain Python: it sets the state up and calls the mode's compiled loop (each releases the GIL). Compiled, it
+    linked every mode's loop into one more module that LLVM optimised and turned into machine code again: about
+    4 s of a cold compile (seventeenth session)."""
     n_req = rq[1].size
     mach = machines(n_machines, lay[0], lay[4])
     counts = np.zeros(9, np.int64)  # draft FC on PIM, draft passes, attention on PIM, verify passes, pool stats
