@@ -282,3 +282,15 @@ def test_the_prune_of_a_machine_full_to_capacity_keeps_what_has_not_ended(plain)
     cnt, calls = np.array([4]), np.array([plain.PRUNE - 1])
     plain.advance((st_, en, cnt, np.zeros(1), calls), 3.5)
     assert cnt[0] == 2 and (st_[0, :2].tolist(), en[0, :2].tolist()) == ([4.0, 6.0], [5.0, 7.0])
+
+
+def test_a_replicated_draft_runs_one_whole_pass_on_every_stage_at_once(plain):
+    """``_issue`` of a replicated draft on a two-stage GPU-only pipeline: each stage's GPU runs the whole
+    draft (its two chunks of 0.5 s) from the release at once, and the job spans the two copies."""
+    mach = plain.machines(2, 2, False)
+    logs = plain.new_logs((4, 1, 1, 1, 0))
+    job, end = plain._issue(mach, (2, False, 1, True, False, 0.0), logs, plain.DRAFT, 0.5, 1.0, 0.0)
+    assert (job, end) == (0, 1.5)
+    np.testing.assert_array_equal(mach[3], [1.0, 1.0])
+    assert [(mach[0][m, 0], mach[1][m, 0]) for m in range(2)] == [(0.5, 1.5), (0.5, 1.5)]
+    assert logs[plain.JOBS][0].tolist() == [plain.DRAFT, 0.5, 1.5]

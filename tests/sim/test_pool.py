@@ -758,3 +758,21 @@ def test_a_drafts_later_confidences_default_to_its_first_ones_and_rank_the_pools
     np.testing.assert_array_equal(alone.time_s, same.time_s)
     np.testing.assert_array_equal(alone.drafted, same.drafted)
     assert other.time_s[0] != alone.time_s[0]
+
+
+def test_a_pooled_run_counts_its_verifications_and_those_with_attention_in_pim(models, hw):
+    """The counters a pooled verification keeps (``ReplicaLog.counts``; the placement share of the result) are
+    its logged verify passes, and of those the ones whose variant puts the target's attention in PIM: with the
+    dynamic scheduler both variants occur, on SADDLE-p and SADDLE-s alike."""
+    rng = np.random.default_rng(5)
+    out = rng.integers(20, 60, (1, 48))
+    conf, acc = streams(5, 1, 48, out.max() + 9, 0.7)
+    lengths = np.stack([running_product_lengths(c, 0.3, 8) for c in conf])
+    w = Workload(np.full(out.shape, 64.0), out, acc, lengths, conf, conf)
+    for eager in (False, True):
+        s = dataclasses.replace(pooled(hw, eager, "idle", mb=2, d=4, pool=120, system="saddle"), dynamic=True)
+        tables, (rep,) = core.replica_logs(s, models.pair(PAIR), w, workers=1)
+        verify = rep.pass_table == loop.TABLES.index("verify")
+        on_pim = tables.flat()[10][rep.pass_variant[verify]]
+        assert rep.counts[3] == verify.sum() > 0, eager
+        assert rep.counts[2] == on_pim.sum() and 0 < on_pim.sum() < verify.sum(), eager
