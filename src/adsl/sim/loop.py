@@ -339,6 +339,16 @@ def draft_chain(mach, lay, tab, logs, counts, kind, release, lengths, ctx, offse
     return end
 
 
+@njit(inline="always", **INNER)
+def _verify_costs(tab, counts, n, ctx, q):
+    """``verify_pass`` on the verify tables, counted (verify passes, those with attention on PIM): (variant, q0,
+    weight of q0 + 1, GPU s, PIM s). The callers book the pass themselves, so ``_issue`` is not inlined again."""
+    v, q0, f, g, p = verify_pass(tab[2], tab[3], n, ctx, q, tab[8])
+    counts[2] += tab[10][v]
+    counts[3] += 1
+    return v, q0, f, g, p
+
+
 @njit(**INNER)
 def prefill(mach, lay, tab, logs, release, n):
     """The prompts of ``n`` admitted requests, through each model in turn (target, then the draft)."""
@@ -601,9 +611,7 @@ def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times,
                             total += ctx[s]
                         drafted += lengths[s - a]
                     c = total / n
-                    v, q0, f, g, p = verify_pass(tab[2], tab[3], n, c, (drafted + n) / n, tab[8])
-                    counts[2] += tab[10][v]
-                    counts[3] += 1
+                    v, q0, f, g, p = _verify_costs(tab, counts, n, c, (drafted + n) / n)
                     kind, table = VERIFY, T_VERIFY
                     for s in range(a, b):
                         if act[s]:
@@ -735,9 +743,7 @@ def pooled_verify(mach, lay, tab, logs, counts, release, sel, ctx, lv):
             total += ctx[s]
             q += lv[s] + 1
     ctx_mean = total / n
-    v, q0, f, g, p = verify_pass(tab[2], tab[3], n, ctx_mean, q / n, tab[8])
-    counts[2] += tab[10][v]
-    counts[3] += 1
+    v, q0, f, g, p = _verify_costs(tab, counts, n, ctx_mean, q / n)
     job, end = _issue(mach, lay, logs, VERIFY, release, g, p)
     _log_pass(logs, job, T_VERIFY, v, n, ctx_mean, q0, f)
     return end, n
