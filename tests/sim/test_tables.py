@@ -13,7 +13,7 @@ from adsl.settings import Continuous, MicroBatching
 from adsl.sim import loop
 from adsl.sim.core import simulate_core
 from adsl.sim.setup import PREFILL_MAPPING, SimError
-from adsl.sim.tables import PassTable, PassTables, flip
+from adsl.sim.tables import Layout, PassTable, PassTables, flip
 from adsl.sim.timing import CTX_STEP
 from adsl.sim.workload import Workload
 from tests.sim.builders import GPU, PIM, pooled, setup, streams
@@ -31,6 +31,24 @@ def test_flip_moves_one_family_to_the_other_device_and_keeps_the_rest():
     assert flip(base, "attention") == {"fc": "gpu", "attention": "gpu"}
     assert flip(flip(base, "fc"), "fc") == base
     assert base == {"fc": "gpu", "attention": "pim"}  # a new dict: the setup's mapping is untouched
+
+
+# -- the machines ---------------------------------------------------------------------------------------
+
+
+def test_a_layout_names_each_machine_by_its_device_and_numbers_them_by_stage_in_a_pipeline(hw):
+    """The names label the timeline table's devices (``adsl.sim.timeline``): one GPU and one PIM machine per
+    stage, numbered only where there are several stages; a system without PIM has GPU machines alone."""
+    cases = {
+        ("dgx-a100", 1): (("gpu",), False),
+        ("saddle-tp", 1): (("gpu", "pim"), True),
+        ("saddle", 2): (("gpu0", "pim0", "gpu1", "pim1"), True),
+        ("dgx-a100", 2): (("gpu0", "gpu1"), False),
+    }
+    for (name, stages), (machines, pim) in cases.items():
+        layout = Layout.of(hw.system(name).replace(pipeline_stages=stages))
+        assert layout == Layout(machines, stages, pim), name
+        assert layout.machines_per_stage == (2 if pim else 1)
 
 
 # -- the pass tables ------------------------------------------------------------------------------------
