@@ -428,6 +428,23 @@ def test_lengths_under_a_lowered_tau_are_in_force_only_while_few_requests_are_in
         simulate_core(s, pair, dataclasses.replace(w, draft_lengths=None, light_lengths=longer, light_at_most=8))
 
 
+def test_draft_lengths_of_any_integer_type_give_the_run_of_the_same_lengths_as_int64(models, hw):
+    """A policy of one's own may hand lengths over as int32 or uint8: the run is the one of the same lengths
+    as int64 (the loop is compiled for int64 lengths), with and without lengths for light load."""
+    pair = models.pair(PAIR)
+    conf, later, acc, out, lengths = inputs(6, 1, 8)
+    s = pooled(hw, eager=True, mb=1, pool=64)
+    w = Workload(np.full(out.shape, 64.0), out, acc, lengths, conf, later, light_lengths=lengths + 1, light_at_most=4)
+    want = simulate_core(s, pair, w)
+    for dtype in (np.int32, np.uint8):
+        got = simulate_core(
+            s,
+            pair,
+            dataclasses.replace(w, draft_lengths=lengths.astype(dtype), light_lengths=(lengths + 1).astype(dtype)),
+        )
+        assert got.time_s.tobytes() == want.time_s.tobytes() and got.drafted.tobytes() == want.drafted.tobytes()
+
+
 def _flat(dg, dp):
     """A stand-in for ``PassTables`` whose ``flat()`` holds draft tables ``dg`` / ``dp`` and empty others."""
     z = np.zeros((1, 1, 1, 2))

@@ -672,7 +672,9 @@ def test_saddle_p_with_a_fixed_length_drafts_d_tokens_for_every_request_each_rou
     setup_ = dataclasses.replace(pooled(hw, eager=False, mb=2, d=d, pool=64), policy="fixed")
     conf, acc = streams(2, 1, 8, 80)
     out = np.random.default_rng(2).integers(5, 40, (1, 8))
-    _, _, (rep,) = logged(monkeypatch, setup_, models.pair(PAIR), Workload(np.full((1, 8), 64.0), out, acc))
+    _, _, (rep,) = logged(
+        monkeypatch, setup_, models.pair(PAIR), Workload(np.full((1, 8), 64.0), out, acc, confidence=conf)
+    )
     assert rep.round_n.size > 5 and (rep.round_n > 0).all()
     np.testing.assert_array_equal(rep.round_drafted, d * rep.round_n)
 

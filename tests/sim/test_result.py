@@ -162,6 +162,35 @@ def test_energy_device_and_class_times_are_the_windowed_sum_of_the_pass_costs(
 
 
 @pytest.mark.parametrize("name,make,serving", RUNS)
+def test_each_group_of_passes_adds_up_as_one_float64_sum_to_the_bit(models, hw, monkeypatch, name, make, serving):
+    """A group's passes (one table, variant and q) cost as numpy sums one float64 array of their look-ups
+    times their weights (pairwise, ``CostTable.sums``), to the bit: not one by one, as an object array adds."""
+    setup_ = make(hw)
+    res, tables, reps = _run(monkeypatch, setup_, models.pair(PAIR), 21, 6 if serving is None else 16, serving)
+    lookup = {"draft": tables.draft, "prefill": tables.prefill}
+    largest = 0
+    for r, rep in enumerate(reps):
+        energy, busy = 0.0, dict.fromkeys(res.busy_s, 0.0)
+        for (table, variant, q0), (n, ctx, f, w) in pass_groups(rep, res.window["start_s"][r], res.window["end_s"][r]):
+            largest = max(largest, n.size)
+            if table == "verify":
+                cut = tables.verify[variant]
+                parts = [(cut[q0 - 1], 1 - f)] + ([(cut[min(q0, len(cut) - 1)], f)] if (f > 0).any() else [])
+            else:
+                parts = [(tables.decode if table == "decode" else lookup[table][variant], np.ones(n.size))]
+            for pt, wt in parts:
+                c = pt.table.lookup(n, ctx)
+                energy += float((c.energy_j * wt * w).sum())
+                for k, v in c.busy_s.items():
+                    busy[k] += float((v * wt * w).sum())
+        if setup_.static_power:
+            energy += setup_.system.static_power_w * res.time_s[r]
+        assert res.energy_j[r] == energy, name
+        assert {k: res.busy_s[k][r] for k in busy} == busy, name
+    assert largest > 8, name  # numpy adds arrays of more than 8 pairwise: one by one would differ
+
+
+@pytest.mark.parametrize("name,make,serving", RUNS)
 def test_pass_groups_give_every_pass_once_with_its_jobs_share_of_the_window(
     models, hw, monkeypatch, name, make, serving
 ):
@@ -270,6 +299,10 @@ def test_the_search_s_throughput_is_the_result_s_to_the_bit(models, hw, monkeypa
 def test_timelines_only_when_asked(models, hw, monkeypatch):
     res = _run(monkeypatch, _saddle_s(hw), models.pair(PAIR), 3, 6, timelines=False)[0]
     assert res.timelines is None
+    # a result made again from logs already run (the search's): no timeline unless asked either
+    _, tables, reps = _run(monkeypatch, _saddle_s(hw), models.pair(PAIR), 3, 6)
+    assert core.result_of(_saddle_s(hw), tables, reps).timelines is None
+    assert len(core.result_of(_saddle_s(hw), tables, reps, timelines=True).timelines) == len(reps)
 
 
 @pytest.mark.parametrize(

@@ -365,6 +365,18 @@ def test_simulate_core_rejects_an_asynchronous_pool_without_draft_lengths(models
         simulate_core(s, pair, Workload(np.full((1, 4), 64.0), np.full((1, 4), 8), acc, None, conf, conf))
 
 
+@pytest.mark.parametrize("eager", [True, False])
+def test_simulate_core_rejects_a_pool_without_confidences(models, hw, eager):
+    """A full pool admits the drafts of highest running product: without confidences it has no order to cut by
+    (the loop would read past its placeholder), so the run is refused whether or not the pool would fill."""
+    conf, acc = streams(2, 1, 4, 60)
+    s = dataclasses.replace(pooled(hw, eager), name="pool")
+    with pytest.raises(SimError, match=r"^pool: the Shared Pool admits drafts by their running product: it needs"):
+        simulate_core(
+            s, models.pair(PAIR), Workload(np.full((1, 4), 64.0), np.full((1, 4), 8), acc, np.full(conf.shape, 2))
+        )
+
+
 def test_simulate_core_rejects_open_loops_it_cannot_run(models, hw):
     pair = models.pair(PAIR)
     n = 4

@@ -182,6 +182,8 @@ def replica_logs(
         raise SimError(f"{setup.name}: pool of {setup.pool_tokens} tokens cannot hold one query token per request")
     if setup.pool_tokens and setup.eager and draft_lengths is None:
         raise SimError(f"{setup.name}: the asynchronous pool needs each request's draft lengths (draft_lengths)")
+    if setup.pool_tokens and confidence is None:  # a full pool's cut ranks them; the loop has no other order
+        raise SimError(f"{setup.name}: the Shared Pool admits drafts by their running product: it needs confidence")
     if arrivals is not None:
         arrivals = np.asarray(arrivals, dtype=float)
         if serving is None or arrivals.shape != out.shape or (np.diff(arrivals, axis=1) < 0).any():
