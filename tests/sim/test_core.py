@@ -51,6 +51,39 @@ def _run_case(monkeypatch, models, setup_, serving, x=2, out=None):
 
 @pytest.mark.parametrize("name,make", CASES)
 @pytest.mark.parametrize("serving", [None, Continuous(6, 3, prefill=True)])
+def test_the_logs_hold_no_empty_round_and_a_q_only_for_verifications(models, hw, monkeypatch, name, make, serving):
+    """Every round the loop logs has requests or drafted tokens, at a finite time; a pass other than a
+    verification is logged at q0 = 0 with no fraction, and a decode pass on its one table (variant 0)."""
+    _, res, reps = _run_case(monkeypatch, models, make(hw), serving)
+    for rep in reps:
+        assert np.isfinite(rep.round_t).all() and ((rep.round_n > 0) | (rep.round_drafted > 0)).all(), name
+        other = rep.pass_table != TABLES.index("verify")
+        assert (rep.pass_q0[other] == 0).all() and (rep.pass_f[other] == 0).all(), name
+        assert (rep.pass_variant[rep.pass_table == TABLES.index("decode")] == 0).all(), name
+
+
+def test_machines_forget_past_intervals_so_a_run_may_book_more_than_they_hold_at_once(models, hw):
+    """A machine holds at most ``loop.CAPACITY`` busy intervals at once and forgets those that have ended
+    every ``PRUNE``-th event: one request decoding 1,100 tokens books about 4,400 intervals on the GPU (four
+    layer chunks a pass, PIM attention between them) and runs to its end."""
+    res = simulate_core(
+        setup(hw, decoding="ad"), models.pair(PAIR), Workload(np.full((1, 1), 64.0), np.full((1, 1), 1100))
+    )
+    assert res.tokens.tolist() == [1100.0]
+
+
+def test_an_open_loop_pool_with_slots_never_filled_cuts_and_serves_every_request(models, hw):
+    """Open loop with three slots and two requests (at 0 s and 5 s): a slot that never held a request is
+    scored too by a pool that cuts (4 tokens), and every request emits its output."""
+    conf, acc = streams(7, 1, 2, 60)
+    out = np.array([[20, 12]])
+    work = Workload(np.full((1, 2), 64.0), out, acc, np.full(conf.shape, 4), conf, arrivals=np.array([[0.0, 5.0]]))
+    res = simulate_core(pooled(hw, True, "idle", 1, d=4, pool=4), models.pair(PAIR), work, Continuous(3, 0))
+    assert res.window["total_tokens"].tolist() == [32.0] and res.pool["pool_max"][0] == 4
+
+
+@pytest.mark.parametrize("name,make", CASES)
+@pytest.mark.parametrize("serving", [None, Continuous(6, 3, prefill=True)])
 def test_conservation_and_resources(models, hw, monkeypatch, name, make, serving):
     """Every request emits exactly its output; no machine runs two segments at once, and on a static batch
     the time booked on each kind of machine is the device time the result reports; no pooled pass

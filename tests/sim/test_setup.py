@@ -25,13 +25,15 @@ def _raises(text, make, **kw):
 
 
 def test_setup_rejects_what_no_run_can_simulate(hw):
-    """Unknown policy, decoding or pool trigger, an Eager Pool without a Shared Pool and SD without a
-    draft are SimErrors naming the setup and the value; AD needs no draft length."""
+    """Unknown policy, decoding or pool trigger, an Eager Pool without a Shared Pool, a pool under AD and SD
+    without a draft are SimErrors naming the setup and the value; AD needs no draft length."""
     _raises("t: draft length d must be >= 1, got 0", setup, hw=hw, d=0)
     _raises(f"t: unknown draft policy 'bogus'; known: {sorted(POLICIES)}", setup, hw=hw, policy="bogus")
     _raises("t: decoding must be 'ad' or 'sd', got 'xd'", setup, hw=hw, decoding="xd")
     _raises("t: pool_trigger must be 'complete' or 'idle', got 'soon'", setup, hw=hw, pool_trigger="soon")
     _raises("t: the Eager Pool needs a Shared Pool (pool_tokens > 0)", setup, hw=hw, eager=True)
+    pool_ad = "t: a Shared Pool (pool_tokens > 0) needs speculative decoding ('sd')"
+    _raises(pool_ad, setup, hw=hw, decoding="ad", pool_tokens=8)  # it holds drafts: AD has none
     assert setup(hw, decoding="ad").draft_length == 0
     assert setup(hw, policy="running_product", pool_tokens=8, eager=True, pool_trigger="idle").eager
 
@@ -48,12 +50,12 @@ def test_unknown_system_is_a_key_error(models, hw):
 
 
 def test_requests_are_float_prompts_and_int_outputs_of_one_two_dimensional_shape():
-    """Prompt and output lengths come back as float and int64 (replicas, requests) arrays, whole-number
-    prompts included, and a Workload stores them so; other shapes and requests without output are
+    """Prompt and output lengths come back as float and int64 (replicas, requests) arrays, and a Workload
+    stores them so; other shapes, requests without output and prompts that are no whole number of tokens are
     SimErrors with their shapes."""
-    prompt, out = requests([[64, 32.5]], [[3.0, 7.0]])
+    prompt, out = requests([[64, 32.0]], [[3.0, 7.0]])
     assert prompt.dtype == float and out.dtype == np.int64
-    np.testing.assert_array_equal(prompt, [[64.0, 32.5]])
+    np.testing.assert_array_equal(prompt, [[64.0, 32.0]])
     np.testing.assert_array_equal(out, [[3, 7]])
     assert requests([[64, 32]], [[3, 7]])[0].dtype == float
     work = Workload([[64, 32]], [[3.0, 7.0]])
@@ -64,6 +66,11 @@ def test_requests_are_float_prompts_and_int_outputs_of_one_two_dimensional_shape
     _raises(shapes.format((4,), (4,)), requests, prompt_len=p4[0], output_len=o4[0])
     _raises(shapes.format((1, 1, 4), (1, 1, 4)), requests, prompt_len=p4[None], output_len=o4[None])
     _raises("every request needs an output length >= 1", requests, prompt_len=p4, output_len=[[3, 0, 2, 1]])
+    for bad in (32.5, -1.0, np.nan):
+        _raises(
+            "prompt lengths must be whole numbers of tokens >= 0", requests, prompt_len=[[64, bad]], output_len=[[3, 7]]
+        )
+    assert requests([[0, 64]], [[3, 7]])[0].tolist() == [[0.0, 64.0]]  # an empty prompt is one
 
 
 def test_memory_need_is_weights_and_full_kv_caches(models, hw):

@@ -157,6 +157,8 @@ def replica_logs(
     if len(done) > x:
         raise SimError(f"{len(done)} replicas already run of a workload of {x}")
     slots = n_req if serving is None else serving.slots
+    if slots < 1:
+        raise SimError(f"serving needs at least one slot, got {slots}")
     if slots > n_req and arrivals is None:  # open loop: slots wait empty for requests to arrive
         raise SimError(f"{slots} slots but only {n_req} requests")
     sd = setup.decoding == "sd"
@@ -184,6 +186,9 @@ def replica_logs(
         raise SimError(f"{setup.name}: the asynchronous pool needs each request's draft lengths (draft_lengths)")
     if setup.pool_tokens and confidence is None:  # a full pool's cut ranks them; the loop has no other order
         raise SimError(f"{setup.name}: the Shared Pool admits drafts by their running product: it needs confidence")
+    for name, a in (("confidence", confidence), ("confidence_later", later)):
+        if setup.pool_tokens and a is not None and not (np.min(a) >= 0 and np.max(a) <= 1):  # NaN fails both
+            raise SimError(f"{name} must lie in [0, 1] (a probability; NaN is not one)")
     if arrivals is not None:
         arrivals = np.asarray(arrivals, dtype=float)
         if serving is None or arrivals.shape != out.shape or (np.diff(arrivals, axis=1) < 0).any():

@@ -65,6 +65,8 @@ class Setup:
             raise SimError(f"{self.name}: pool_trigger must be 'complete' or 'idle', got {self.pool_trigger!r}")
         if self.eager and not self.pool_tokens:
             raise SimError(f"{self.name}: the Eager Pool needs a Shared Pool (pool_tokens > 0)")
+        if self.pool_tokens and self.decoding != "sd":  # the pool holds drafts: autoregressive decoding has none
+            raise SimError(f"{self.name}: a Shared Pool (pool_tokens > 0) needs speculative decoding ('sd')")
         if self.decoding == "sd" and self.draft_length < 1:
             raise SimError(f"{self.name}: draft length d must be >= 1, got {self.draft_length}")
 
@@ -89,12 +91,14 @@ def check_memory(setup: Setup, pair: Pair, batch: int, max_seq_len: int) -> None
 
 def requests(prompt_len, output_len) -> tuple[np.ndarray, np.ndarray]:
     """Prompt and output lengths as (replicas, requests) float and int arrays, checked alike for every
-    engine: equal 2-D shapes, and at least one output token a request (one without output never completes
-    a window)."""
+    engine: equal 2-D shapes, whole prompts, and at least one output token a request (one without output never
+    completes a window)."""
     prompt = np.asarray(prompt_len, dtype=float)
     out = np.asarray(output_len, dtype=np.int64)
     if prompt.shape != out.shape or prompt.ndim != 2:
         raise SimError(f"prompt_len and output_len must both be (replicas, requests), got {prompt.shape}, {out.shape}")
     if (out < 1).any():
         raise SimError("every request needs an output length >= 1")
+    if (prompt < 0).any() or (prompt != np.floor(prompt)).any():  # token counts: contexts add whole tokens
+        raise SimError("prompt lengths must be whole numbers of tokens >= 0")
     return prompt, out

@@ -16,8 +16,8 @@ class Workload:
     """Arrays of one run, (replicas X, requests N) or (X, N, stream positions T). ``accept``: bool streams
     or FIRST / CONTINUED bit flags (``adsl.fitting.generator``); ``draft_lengths``: the adaptive rule's
     length of a draft starting at each position (for a pool: up to 2 d + 1); ``confidence`` /
-    ``confidence_later``: a draft's first / later tokens' confidences, the pool's ranking (later: the
-    first's when None); ``arrivals`` (X, N), sorted: open-loop serving;
+    ``confidence_later``: a draft's first / later tokens' confidences, the pool's ranking (needed on a
+    pool; later: the first's when None); ``arrivals`` (X, N), sorted: open-loop serving;
     ``light_lengths``: as ``draft_lengths``, under a tau lowered for light load. Prompt and output lengths are
     checked and stored as float and int64 arrays; the rest is checked against the setup that runs it
     (``adsl.sim.core.simulate_core``)."""
