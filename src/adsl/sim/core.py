@@ -186,9 +186,6 @@ def replica_logs(
         raise SimError(f"{setup.name}: the asynchronous pool needs each request's draft lengths (draft_lengths)")
     if setup.pool_tokens and confidence is None:  # a full pool's cut ranks them; the loop has no other order
         raise SimError(f"{setup.name}: the Shared Pool admits drafts by their running product: it needs confidence")
-    for name, a in (("confidence", confidence), ("confidence_later", later)):
-        if setup.pool_tokens and a is not None and not (np.min(a) >= 0 and np.max(a) <= 1):  # NaN fails both
-            raise SimError(f"{name} must lie in [0, 1] (a probability; NaN is not one)")
     if arrivals is not None:
         arrivals = np.asarray(arrivals, dtype=float)
         if serving is None or arrivals.shape != out.shape or (np.diff(arrivals, axis=1) < 0).any():

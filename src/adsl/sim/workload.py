@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from adsl.sim.setup import requests
+from adsl.sim.setup import SimError, requests
 
 
 @dataclass(frozen=True)
@@ -38,3 +38,7 @@ class Workload:
         prompt, out = requests(self.prompt_len, self.output_len)
         object.__setattr__(self, "prompt_len", prompt)
         object.__setattr__(self, "output_len", out)
+        for name in ("confidence", "confidence_later"):  # a pool ranks drafts by their products
+            a = getattr(self, name)
+            if a is not None and np.size(a) and not (np.min(a) >= 0 and np.max(a) <= 1):  # NaN fails both
+                raise SimError(f"{name} must lie in [0, 1] (a probability; NaN is not one)")
