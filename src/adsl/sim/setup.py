@@ -91,14 +91,12 @@ def check_memory(setup: Setup, pair: Pair, batch: int, max_seq_len: int) -> None
 
 def requests(prompt_len, output_len) -> tuple[np.ndarray, np.ndarray]:
     """Prompt and output lengths as (replicas, requests) float and int arrays, checked alike for every
-    engine: equal 2-D shapes, whole prompts, and at least one output token a request (one without output never
-    completes a window)."""
+    engine: equal 2-D shapes, and at least one output token a request (one without output never completes
+    a window)."""
     prompt = np.asarray(prompt_len, dtype=float)
     out = np.asarray(output_len, dtype=np.int64)
     if prompt.shape != out.shape or prompt.ndim != 2:
         raise SimError(f"prompt_len and output_len must both be (replicas, requests), got {prompt.shape}, {out.shape}")
     if (out < 1).any():
         raise SimError("every request needs an output length >= 1")
-    if (prompt < 0).any() or (prompt != np.floor(prompt)).any():  # token counts: contexts add whole tokens
-        raise SimError("prompt lengths must be whole numbers of tokens >= 0")
     return prompt, out
