@@ -135,6 +135,11 @@ def _check_maps(cfg: dict, file: str, models: ModelCatalogue, hw: HardwareCatalo
     for i, step in enumerate(sim["attribution"]):
         where = f"simulation.attribution.{i}"
         _system_entries(step.get("simulation", {}).get("systems", {}), f"{where}.simulation.systems", file, hw)
+        for name, exp in step.get("simulation", {}).get("experiments", {}).items():
+            for system in exp.get("systems") or []:  # as the base experiments' lists are checked, at load
+                if system not in SYSTEMS:
+                    field = f"{where}.simulation.experiments.{name}.systems"
+                    raise ConfigError(file, field, f"unknown system {system!r}; known: {sorted(SYSTEMS)}")
         for section, entries in step.get("hardware", {}).items():
             if section not in sections or not isinstance(entries, dict):
                 raise ConfigError(

@@ -151,6 +151,11 @@ def test_an_override_may_not_move_prompt_len_past_the_sequence(tmp_path):
             {"runtime": {"attacc": {"allreduce_base_s": 1e-6}}},
             "simulation.attribution.7.hardware.runtime",
         ),
+        (  # an attribution step's experiments name registered systems, as the base experiments do
+            "simulation.attribution.7.simulation.experiments",
+            {"main": {**read_yaml(CONFIG)["simulation"]["experiments"]["main"], "systems": ["PIM-SD", "SADDEL"]}},
+            "simulation.attribution.7.simulation.experiments.main.systems",
+        ),
     ],
 )
 def test_map_keys_must_name_catalogue_entries(tmp_path, path, value, field):
