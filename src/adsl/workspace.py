@@ -76,7 +76,6 @@ def _check_refs(cfg: dict, file: str, models: ModelCatalogue, hw: HardwareCatalo
             raise ConfigError(file, f"acceptance.pairs.{name}", f"unknown pair; known: {sorted(models.pairs)}")
         if "same_as" in how and "calibrate" not in pairs.get(how["same_as"], {}):
             raise ConfigError(file, f"acceptance.pairs.{name}.same_as", "must name a pair that has `calibrate`")
-    from adsl.sim.systems import SYSTEMS  # the registry; imported here to keep config loading light
 
     sim = cfg["simulation"]
     for key in ("gpu_system", "pim_system", "motivation_system", "saddle_system"):
@@ -87,10 +86,7 @@ def _check_refs(cfg: dict, file: str, models: ModelCatalogue, hw: HardwareCatalo
             if pair not in pairs:
                 field = f"simulation.experiments.{name}.pair"
                 raise ConfigError(file, field, f"{pair!r} has no acceptance model; known: {sorted(pairs)}")
-        for system in exp["systems"]:
-            if system not in SYSTEMS:
-                field = f"simulation.experiments.{name}.systems"
-                raise ConfigError(file, field, f"unknown system {system!r}; known: {sorted(SYSTEMS)}")
+        _registered(exp["systems"], f"simulation.experiments.{name}.systems", file)
 
     _check_maps(cfg, file, models, hw)
     ol = sim["open_loop"]
@@ -98,9 +94,16 @@ def _check_refs(cfg: dict, file: str, models: ModelCatalogue, hw: HardwareCatalo
         raise ConfigError(
             file, "simulation.open_loop.pair", f"{ol['pair']!r} has no acceptance model; known: {sorted(pairs)}"
         )
-    for system in [*ol["systems"], ol["policy_system"]]:
+    _registered(ol["systems"], "simulation.open_loop.systems", file)
+    _registered([ol["policy_system"]], "simulation.open_loop.policy_system", file)
+
+
+def _registered(systems, field: str, file: str) -> None:
+    """Every system of ``systems`` (a list the config names) is one of the registry's."""
+    from adsl.sim.systems import SYSTEMS  # the registry; imported here to keep config loading light
+
+    for system in systems:
         if system not in SYSTEMS:
-            field = "simulation.open_loop.systems" if system in ol["systems"] else "simulation.open_loop.policy_system"
             raise ConfigError(file, field, f"unknown system {system!r}; known: {sorted(SYSTEMS)}")
 
 
@@ -114,8 +117,6 @@ def _system_entries(systems: dict, field: str, file: str, hw: HardwareCatalogue)
 def _check_maps(cfg: dict, file: str, models: ModelCatalogue, hw: HardwareCatalogue) -> None:
     """Every key of a per-system or per-pair map, in the settings and in each experiment's and attribution
     step's overrides, names an entry of its catalogue (a typo would otherwise be ignored)."""
-    from adsl.sim.systems import SYSTEMS
-
     sim = cfg["simulation"]
     pairs = cfg["acceptance"]["pairs"]
     _system_entries(sim["systems"], "simulation.systems", file, hw)
@@ -135,11 +136,8 @@ def _check_maps(cfg: dict, file: str, models: ModelCatalogue, hw: HardwareCatalo
     for i, step in enumerate(sim["attribution"]):
         where = f"simulation.attribution.{i}"
         _system_entries(step.get("simulation", {}).get("systems", {}), f"{where}.simulation.systems", file, hw)
-        for name, exp in step.get("simulation", {}).get("experiments", {}).items():
-            for system in exp.get("systems") or []:  # as the base experiments' lists are checked, at load
-                if system not in SYSTEMS:
-                    field = f"{where}.simulation.experiments.{name}.systems"
-                    raise ConfigError(file, field, f"unknown system {system!r}; known: {sorted(SYSTEMS)}")
+        for name, exp in step.get("simulation", {}).get("experiments", {}).items():  # as the base experiments
+            _registered(exp.get("systems") or [], f"{where}.simulation.experiments.{name}.systems", file)
         for section, entries in step.get("hardware", {}).items():
             if section not in sections or not isinstance(entries, dict):
                 raise ConfigError(
@@ -154,11 +152,7 @@ def _check_maps(cfg: dict, file: str, models: ModelCatalogue, hw: HardwareCatalo
         raise ConfigError(
             file, "simulation.timeline.pair", f"{tl['pair']!r} has no acceptance model; known: {sorted(pairs)}"
         )
-    for system in tl["systems"]:
-        if system not in SYSTEMS:
-            raise ConfigError(
-                file, "simulation.timeline.systems", f"unknown system {system!r}; known: {sorted(SYSTEMS)}"
-            )
+    _registered(tl["systems"], "simulation.timeline.systems", file)
     fig04c = cfg["acceptance"]["fig04c"]["pair"]
     if fig04c not in pairs:
         raise ConfigError(file, "acceptance.fig04c.pair", f"{fig04c!r} has no acceptance model; known: {sorted(pairs)}")
