@@ -20,6 +20,9 @@ from adsl.sim.tables import Layout, PassTables
 from adsl.sim.workload import Workload
 from tests.sim.builders import GPU, PIM_DRAFT, inputs, logged, pim_sd, pooled, setup, streams
 
+# a run and its accounting warn of nothing: a job of no time (free drafting) or a placement counter of no
+# passes (AD has no draft) is a value, not a 0 / 0 for numpy to warn about
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 PAIR = "OPT-66B"
 CASES = [
     ("AD, 2 micro-batches", lambda hw: setup(hw, decoding="ad", mb=2, static_power=True)),
@@ -476,6 +479,32 @@ def test_draft_lengths_of_any_integer_type_give_the_run_of_the_same_lengths_as_i
             dataclasses.replace(w, draft_lengths=lengths.astype(dtype), light_lengths=(lengths + 1).astype(dtype)),
         )
         assert got.time_s.tobytes() == want.time_s.tobytes() and got.drafted.tobytes() == want.drafted.tobytes()
+
+
+# the loop's per-request arguments (``rq``) as ``core.replica_logs`` hands them over, one dtype per field
+RQ_DTYPES = ("f8", "i8", "f8", "bool", "i4", "bool", "i4", "i8", "bool", "f8", "f8", "i8", "int64")
+
+
+@pytest.mark.parametrize("flagged", [False, True])
+def test_the_loop_is_handed_one_dtype_per_field_whatever_the_workload_holds(models, hw, monkeypatch, flagged):
+    """numba compiles the loop once per set of argument types: float32 or float64 confidences, int32 or uint8
+    lengths, bool or flagged streams (whose runs ``match_runs`` gives as uint16 or int32) reach it as float64
+    confidences, int64 lengths and int32 runs, so no workload a user builds pays a second compile."""
+    pair = models.pair(PAIR)
+    conf, later, acc, out, lengths = inputs(6, 1, 8, flagged=flagged)
+    s = pooled(hw, eager=True, mb=1, pool=64)
+    seen = []
+
+    def spy(*args, run=core.loop.run_replica):
+        seen.append(tuple(np.asarray(a).dtype.name if not isinstance(a, bool) else "bool" for a in args[9]))
+        return run(*args)
+
+    monkeypatch.setattr(core.loop, "run_replica", spy)
+    prompt = np.full(out.shape, 64.0)
+    for c, ln in ((conf, lengths), (conf.astype(np.float64), lengths.astype(np.uint8))):
+        simulate_core(s, pair, Workload(prompt, out, acc, ln, c, c, light_lengths=ln, light_at_most=4))
+    want = tuple(np.dtype(d).name if d != "bool" else d for d in RQ_DTYPES)
+    assert seen == [want, want]
 
 
 def _flat(dg, dp):

@@ -42,6 +42,8 @@ from adsl.sim.workload import Workload
 
 NO_RUNS = np.zeros((1, 1), np.int32)  # a stream array a mode does not read
 NO_ROWS = np.zeros((1, 1), np.int64)
+NO_CONF = np.zeros((1, 1))
+NO_TIMES = np.zeros(1)
 
 
 def log_rows(tokens: int, timelines: bool) -> tuple[int, ...]:
@@ -83,16 +85,15 @@ def tables_digest(tables: PassTables) -> str:
     fastest of its draft variants, so their order counts only where two of them tie on the grid; elsewhere
     they enter in a canonical order (which placement a variant stands for counts only in the placement
     statistics, not in the key)."""
-    dg, dp, vg, vp, decg, decp, pg, pp, step, _, _ = tables.flat()
+    dg, dp, vg, vp, decg, decp, pg, pp, *_ = tables.flat()  # the context step is one constant (CTX_STEP)
     total = (dg + dp)[:, 1:]  # row 0 (no request) is never read
-    tie = any((total[i] == total[j]).any() for i in range(len(total)) for j in range(i)) if len(total) > 1 else False
+    tie = any((total[i] == total[j]).any() for i in range(len(total)) for j in range(i))
     if not tie:
         order = sorted(range(len(dg)), key=lambda v: (dg[v].tobytes(), dp[v].tobytes()))
         dg, dp = dg[order], dp[order]
     digest = hashlib.sha1()
     for a in (dg, dp, vg, vp, decg, decp, pg, pp):
         digest.update(np.ascontiguousarray(a).tobytes())
-    digest.update(repr((step, tie)).encode())
     return digest.hexdigest()
 
 
@@ -188,7 +189,7 @@ def replica_logs(
         raise SimError(f"{setup.name}: the Shared Pool admits drafts by their running product: it needs confidence")
     if arrivals is not None:
         arrivals = np.asarray(arrivals, dtype=float)
-        if serving is None or arrivals.shape != out.shape or (np.diff(arrivals, axis=1) < 0).any():
+        if serving is None or arrivals.shape != out.shape or (np.diff(arrivals) < 0).any():
             raise SimError("open loop needs serving slots and sorted arrival times of shape (replicas, requests)")
         if setup.pool_tokens and not setup.eager:
             raise SimError(f"{setup.name}: open-loop serving runs on the asynchronous pool only")
@@ -196,15 +197,16 @@ def replica_logs(
         tables = pass_tables(setup, pair, w, serving)
     layout = Layout.of(setup.system)
     mb = max(1, setup.micro_batching.micro_batches)  # a knob of the search (adsl.sim.search)
+    # at most one micro-batch a slot: the edges rise by a slot or more
     edges = np.linspace(0, slots, max(1, min(mb, slots)) + 1).round().astype(np.int64)
-    keep = edges[1:] > edges[:-1]
-    starts, stops = edges[:-1][keep], edges[1:][keep]
+    starts, stops = edges[:-1], edges[1:]
     mode = (loop.ASYNC_POOL if setup.eager else loop.SEQ_POOL) if setup.pool_tokens else loop.SD if sd else loop.AD
     runs = cont = None
     if sd:
-        runs = match_runs(accept.reshape(x * n_req, -1)).reshape(x, n_req, -1).astype(np.int32)
+        flat = accept.reshape(x * n_req, accept.shape[2])
+        runs = match_runs(flat).reshape(accept.shape).astype(np.int32)
         if accept.dtype != bool:  # flagged streams: a draft that continues a kept one reads other runs
-            cont = match_runs(accept.reshape(x * n_req, -1), True).reshape(runs.shape).astype(np.int32)
+            cont = match_runs(flat, True).reshape(accept.shape).astype(np.int32)
     later = confidence if later is None else later
     if not setup.pool_tokens:  # only a pool's cut reads the confidences: no float64 copy of them per replica
         confidence = later = None
@@ -215,15 +217,15 @@ def replica_logs(
         rq = (
             prompt[r],
             out[r],
-            np.zeros(1) if arrivals is None else arrivals[r],
+            NO_TIMES if arrivals is None else arrivals[r],
             arrivals is not None,
             NO_RUNS if runs is None else runs[r],
             cont is not None,
             NO_RUNS if cont is None else cont[r],
             NO_ROWS if draft_lengths is None else np.asarray(draft_lengths[r], np.int64),
             draft_lengths is not None,
-            np.zeros((1, 1)) if confidence is None else np.asarray(confidence[r], np.float64),
-            np.zeros((1, 1)) if later is None else np.asarray(later[r], np.float64),
+            NO_CONF if confidence is None else np.asarray(confidence[r], np.float64),
+            NO_CONF if later is None else np.asarray(later[r], np.float64),
             NO_ROWS if light is None else np.asarray(light[r], np.int64),
             np.int64(w.light_at_most if light is not None else 0),
         )

@@ -78,8 +78,7 @@ class ReplicaLog:
     @classmethod
     def of(cls, logs, counts, times, out, slots, arrival) -> ReplicaLog:
         """From ``loop.run_replica``'s logs (float arrays, whole numbers stored exactly), counters and times."""
-        rows = [log[:n] for log, n in zip(logs[:5], logs[5], strict=True)]
-        jobs, passes, events, rounds, iv = rows
+        jobs, passes, events, rounds, iv = (logs[i][: logs[5][i]] for i in range(5))
         i64 = np.int64
         return cls(
             jobs[:, 0].astype(i64),
@@ -153,7 +152,7 @@ def pass_groups(rep: ReplicaLog, lo: float, hi: float) -> list[tuple[tuple, tupl
     """The passes with their job's share inside [lo, hi], grouped by (table, variant, q0) in the order each
     group first appears: ((table, variant, q0), (n, ctx, f, share)), rows in the order they were booked."""
     s, e = rep.job_start, rep.job_end
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(invalid="ignore"):  # a job of no time: 0 / 0, replaced by its whole share
         share = np.where(e <= s, 1.0, np.maximum(0.0, np.minimum(e, hi) - np.maximum(s, lo)) / (e - s))
     w = share[rep.pass_job]
     keep = (w > 0) & (rep.pass_n > 0)
@@ -164,7 +163,8 @@ def pass_groups(rep: ReplicaLog, lo: float, hi: float) -> list[tuple[tuple, tupl
     out = []
     for rows in sorted(groups, key=lambda g: g[0]):  # in the order each group first appears
         code = key[rows[0]]
-        table, variant, q0 = code // 1_000_000, code // 1000 % 1000, code % 1000
+        table, rest = divmod(code, 1_000_000)
+        variant, q0 = divmod(rest, 1000)
         n, ctx = rep.pass_n[rows], rep.pass_ctx[rows]
         out.append(((loop.TABLES[table], int(variant), int(q0)), (n, ctx, rep.pass_f[rows], w[rows])))
     return out
@@ -202,7 +202,7 @@ def run_result(setup, tables, reps: list[ReplicaLog], serving, timelines: bool) 
         lo, hi, tokens[r] = window_tokens(rep, serving)
         time_s[r] = hi - lo
         win["start_s"][r], win["end_s"][r] = lo, hi
-        win["total_s"][r] = float(rep.job_end.max()) if rep.job_end.size else 0.0
+        win["total_s"][r] = float(rep.job_end.max())  # every replica books a job: it serves a request
         win["total_tokens"][r] = float(rep.event_emitted.sum())
         inside = (lo < rep.event_t) & (rep.event_t <= hi) if serving is not None else slice(None)
         win["completed"][r] = float(rep.event_completed[inside].sum())
@@ -236,8 +236,8 @@ def run_result(setup, tables, reps: list[ReplicaLog], serving, timelines: bool) 
             + stage["prefill"][r]
             - union_length(rep.job_start, rep.job_end, lo, hi)
         )
-        for k, v in zip(POOL_STATS, rep.counts[4:], strict=True):
-            pool[k][r] = v
+        for i, k in enumerate(POOL_STATS):
+            pool[k][r] = rep.counts[4 + i]
         for k, (hits, total) in (("draft_fc_on_pim", rep.counts[0:2]), ("target_attention_on_pim", rep.counts[2:4])):
             placement.setdefault(k, []).append(hits / total if total else np.nan)
     if setup.static_power:
