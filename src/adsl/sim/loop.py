@@ -216,7 +216,7 @@ def run_pass(mach, release, seg_m, seg_d, nseg, per_stage, kind, logs):
             first_stage[0] = t
         busy[m] += dur
         if logs[INTERVALS].shape[0]:  # the run keeps its timeline
-            _row(logs, INTERVALS, float(m), s, t, float(kind), 0.0, 0.0, 0.0)
+            _row(logs, INTERVALS, (float(m), s, t, float(kind)))
     return (start if have_start else release), t
 
 
@@ -231,18 +231,14 @@ LOG_FULL = "adsl.sim.loop: log full"
 
 
 @njit(inline="always", **INNER)
-def _row(logs, k, a, b, c, d, e, f, g):
-    """Append a row to log ``k`` (its first columns of a..g); returns its index."""
+def _row(logs, k, values):
+    """Append ``values`` (floats, as many as log ``k`` has columns) as a row of log ``k``; returns its index."""
     log, n = logs[k], logs[5]
     i = n[k]
     if i >= log.shape[0]:
         raise RuntimeError(LOG_FULL)
-    w = log.shape[1]
-    log[i, 0], log[i, 1], log[i, 2] = a, b, c
-    if w > 3:
-        log[i, 3] = d
-    if w > 4:
-        log[i, 4], log[i, 5], log[i, 6] = e, f, g
+    for j in range(len(values)):
+        log[i, j] = values[j]
     n[k] = i + 1
     return i
 
@@ -250,7 +246,7 @@ def _row(logs, k, a, b, c, d, e, f, g):
 def new_logs(rows: tuple[int, ...]) -> tuple:
     """Empty logs of ``rows`` rows each (intervals: 0 rows when the run keeps no timeline). Uninitialised:
     only the rows counted in ``logs[5]`` are ever read, and zeroing them cost more than a replica's run."""
-    return (*(np.empty((r, w)) for r, w in zip(rows, WIDTHS, strict=True)), np.zeros(5, np.int64))
+    return (*(np.empty((r, WIDTHS[k])) for k, r in enumerate(rows)), np.zeros(5, np.int64))
 
 
 @njit(**INNER)
@@ -278,22 +274,22 @@ def _issue(mach, lay, logs, kind, release, g, p):
     else:
         k = segments(g, p, stages, pim, EVERY_STAGE, seg_m, seg_d)
         start, end = run_pass(mach, release, seg_m, seg_d, k, per_stage, kind, logs)
-    return _row(logs, JOBS, float(kind), start, end, 0.0, 0.0, 0.0, 0.0), end
+    return _row(logs, JOBS, (float(kind), start, end)), end
 
 
 @njit(inline="always", **INNER)
 def _log_pass(logs, job, table, variant, n, ctx, q0, f):
-    _row(logs, PASSES, float(job), float(table), float(variant), float(n), float(ctx), float(q0), float(f))
+    _row(logs, PASSES, (float(job), float(table), float(variant), float(n), float(ctx), float(q0), float(f)))
 
 
 @njit(inline="always", **INNER)
 def _round(logs, t, n, drafted):
-    _row(logs, ROUNDS, float(t), float(n), float(drafted), 0.0, 0.0, 0.0, 0.0)
+    _row(logs, ROUNDS, (float(t), float(n), float(drafted)))
 
 
 @njit(inline="always", **INNER)
 def _event(logs, t, emitted, completed):
-    _row(logs, EVENTS, float(t), float(emitted), float(completed), 0.0, 0.0, 0.0, 0.0)
+    _row(logs, EVENTS, (float(t), float(emitted), float(completed)))
 
 
 # -- passes -------------------------------------------------------------------------------------------
@@ -375,11 +371,11 @@ def waiting(rq, slots, t):
 
 @njit(inline="always", **INNER)
 def next_arrival(rq, slots):
-    """When the next request not yet admitted arrives (NONE: none left)."""
+    """When the next request not yet admitted arrives (NONE: none left). Open loop only."""
     nid = slots[6][0]
     if nid >= rq[1].size:
         return NONE
-    return rq[2][nid] if rq[3] else 0.0
+    return rq[2][nid]
 
 
 @njit(**INNER)
@@ -426,7 +422,7 @@ def start_requests(mach, lay, tab, logs, times, slots, admitted, t, with_prefill
 def settle(mach, lay, tab, logs, times, rq, slots, a, b, t, emitted, verified, with_prefill):
     """After slots a..b emitted ``emitted`` at ``t``: record finished requests, refill their slots (and,
     open loop, idle ones) from the queue; returns when the micro-batch may go on."""
-    cur, left, held, cont = slots[0], slots[2], slots[4], slots[5]
+    cur, left = slots[0], slots[2]  # the asynchronous pool's state (held, cont) is _finish's
     t_done = times[2]
     finished = 0
     total = 0.0
@@ -435,8 +431,6 @@ def settle(mach, lay, tab, logs, times, rq, slots, a, b, t, emitted, verified, w
         if verified[s - a] and left[s] == 0:
             finished += 1
             t_done[cur[s]] = t
-            cont[s] = False
-            held[s] = 0
     _event(logs, t, total, finished)
     open_loop = rq[3]
     if not open_loop and finished == 0:
@@ -505,11 +499,10 @@ def fresh_lengths(rq, slots, a, b, d, cap):
     """Draft length of slots a..b from where each request stands (0 for an idle slot)."""
     cur, pos, left = slots[0], slots[1], slots[2]
     out = np.zeros(b - a, np.int64)
-    last = rq[1].size - 1
     lengths, adaptive = length_table(rq, slots), rq[8]
     for s in range(a, b):
         if left[s] > 0:
-            out[s - a] = min(lengths[min(cur[s], last), pos[s]], cap) if adaptive else d
+            out[s - a] = min(lengths[cur[s], pos[s]], cap) if adaptive else d
     return out
 
 
@@ -690,12 +683,11 @@ def pool_admit(want, rq, slots, capacity, queries):
         return out
     cur, pos = slots[0], slots[1]
     first, later = rq[9], rq[10]
-    last = rq[1].size - 1
     n_slots = want.size
     score = np.empty(want.sum())  # slot by slot, each request's tokens in draft order
     i = 0
     for s in range(n_slots):
-        r = min(cur[s], last)
+        r = cur[s]  # an idle slot (no request: cur = the request count) wants 0 tokens and reads nothing
         h = 1.0
         for j in range(want[s]):
             h *= np.float64(first[r, pos[s]] if j == 0 else later[r, pos[s] + j])
@@ -757,7 +749,6 @@ def sequential_pool(d, capacity, with_prefill, mach, lay, tab, logs, counts, tim
     cur, pos, left, ctx = slots[0], slots[1], slots[2], slots[3]
     runs = rq[4]
     n_slots = cur.size
-    last = rq[1].size - 1
     t = 0.0
     release = np.zeros(starts.size)  # when each micro-batch may draft again
     while True:
@@ -770,9 +761,7 @@ def sequential_pool(d, capacity, with_prefill, mach, lay, tab, logs, counts, tim
         want = np.zeros(n_slots, np.int64)
         for i in range(starts.size):
             want[starts[i] : stops[i]] = fresh_lengths(rq, slots, starts[i], stops[i], d, d)
-        act = left > 0
-        for s in range(n_slots):
-            want[s] = min(want[s], d) if act[s] else 0
+        act = left > 0  # fresh_lengths gives idle slots 0, the others at most d
         lv = admit_pool(want, rq, slots, capacity, act, counts)
         ready = t
         for i in range(starts.size):
@@ -787,7 +776,7 @@ def sequential_pool(d, capacity, with_prefill, mach, lay, tab, logs, counts, tim
             emitted = np.zeros(b - a, np.int64)
             for s in range(a, b):
                 if left[s] > 0:
-                    acc = min(runs[min(cur[s], last), pos[s]], lv[s])
+                    acc = min(runs[cur[s], pos[s]], lv[s])
                     verified[s - a] = True
                     emitted[s - a] = min(acc + 1, left[s])
                     left[s] -= emitted[s - a]
@@ -799,16 +788,9 @@ def sequential_pool(d, capacity, with_prefill, mach, lay, tab, logs, counts, tim
 @njit(**INNER)
 def _chains(mach, lay, tab, logs, counts, kind, lengths, ctx, release, starts, stops, ends):
     """One draft chain per micro-batch over the slots with ``lengths`` > 0, released at ``release[g]``;
-    each slot's chain end into ``ends`` (slots of a micro-batch that drafts nothing keep theirs)."""
+    each slot's chain end into ``ends`` (a micro-batch that drafts nothing: its release, ``draft_chain``)."""
     for i in range(starts.size):
         a, b = starts[i], stops[i]
-        drafting = False
-        for s in range(a, b):
-            drafting |= lengths[s] > 0
-        if not drafting:
-            for s in range(a, b):
-                ends[s] = release[i]
-            continue
         end = draft_chain(mach, lay, tab, logs, counts, kind, release[i], lengths[a:b], ctx[a:b], 0.0)
         for s in range(a, b):
             ends[s] = end
@@ -823,7 +805,6 @@ def draft_fresh(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops,
     cur, pos, left, ctx, held = slots[0], slots[1], slots[2], slots[3], slots[4]
     ready, offered, full = pool[0], pool[1], pool[2]
     lengths = length_table(rq, slots)
-    last = rq[1].size - 1
     n_slots = cur.size
     fresh = np.zeros(n_slots, np.int64)
     any_draft = False
@@ -831,7 +812,7 @@ def draft_fresh(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops,
         if not sel[s]:
             continue
         act = left[s] > 0
-        full[s] = min(lengths[min(cur[s], last), pos[s]], 2 * d + 1) if act else 0
+        full[s] = min(lengths[cur[s], pos[s]], 2 * d + 1) if act else 0
         fresh[s] = min(full[s], d) if act and held[s] == 0 else 0
         offered[s] = held[s] if held[s] > 0 else fresh[s]
         ready[s] = releases[s]
@@ -854,7 +835,7 @@ def draft_fresh(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops,
                     some = True
         if not some:
             continue
-        _chains(mach, lay, tab, logs, counts, DRAFT, part_lengths, ctx + 0.0, start, starts, stops, ends)
+        _chains(mach, lay, tab, logs, counts, DRAFT, part_lengths, ctx, start, starts, stops, ends)
         for s in range(n_slots):
             if part_lengths[s] > 0:
                 ready[s] = ends[s]
@@ -909,13 +890,12 @@ def _finish(d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, poo
     offered, full = pool[1], pool[2]
     runs, flagged, cont_runs, t_done = rq[4], rq[5], rq[6], times[2]
     n_slots = cur.size
-    last = rq[1].size - 1
     extra = np.zeros(n_slots, np.int64)
     eager_end = np.full(n_slots, start)
     some = False
     for s in range(n_slots):
         if sel[s]:
-            extra[s] = min(max(min(full[s], offered[s] + d + 1) - offered[s], 0), d + 1)
+            extra[s] = min(max(full[s] - offered[s], 0), d + 1)  # the rest of its full draft, d + 1 at most
             some |= extra[s] > 0
     if some:
         ends = np.empty(n_slots)
@@ -930,7 +910,7 @@ def _finish(d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, poo
     for s in range(n_slots):
         if not sel[s]:  # only verified slots accept, keep or lose tokens
             continue
-        r = min(cur[s], last)
+        r = cur[s]
         run = cont_runs[r, pos[s]] if flagged and cont[s] else runs[r, pos[s]]
         acc = min(run, lv[s])
         rest = offered[s] + extra[s] - lv[s]
@@ -950,7 +930,7 @@ def _finish(d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, poo
     for s in range(n_slots):
         left[s] -= emitted[s]
         ctx[s] += emitted[s]
-        pos[s] += adv[s] if sel[s] else 0
+        pos[s] += adv[s]  # 0 unless verified
         done = sel[s] and left[s] == 0
         if done:
             cont[s] = False
