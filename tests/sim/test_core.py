@@ -443,7 +443,7 @@ def test_lengths_under_a_lowered_tau_are_in_force_only_while_few_requests_are_in
     """SADDLE-s, SADDLE-p and SD drafting by the running product (two micro-batches), a static batch of 8:
     lengths for light load in force at any load (at most 8 in flight) are the run with those lengths;
     never in force (0), the run without them; in force from 4 in flight on, in between (the batch drains
-    from 8 requests)."""
+    from 8 requests). A bound without lengths for light load is the run without them."""
     pair = models.pair(PAIR)
     conf, later, acc, out, lengths = inputs(6, 1, 8)
     s = {
@@ -456,8 +456,10 @@ def test_lengths_under_a_lowered_tau_are_in_force_only_while_few_requests_are_in
     plain = simulate_core(s, pair, w)
     runs = {k: simulate_core(s, pair, dataclasses.replace(w, light_lengths=longer, light_at_most=k)) for k in (0, 4, 8)}
     swapped = simulate_core(s, pair, dataclasses.replace(w, draft_lengths=longer))
+    unset = simulate_core(s, pair, dataclasses.replace(w, light_at_most=8))  # no lengths for light load: tau stays
     for field in ("time_s", "drafted", "iterations"):
         np.testing.assert_array_equal(getattr(runs[0], field), getattr(plain, field), err_msg=field)
+        np.testing.assert_array_equal(getattr(unset, field), getattr(plain, field), err_msg=field)
         np.testing.assert_array_equal(getattr(runs[8], field), getattr(swapped, field), err_msg=field)
     assert plain.drafted[0] < runs[4].drafted[0] < runs[8].drafted[0]
     with pytest.raises(SimError, match=r"^light_lengths lower an adaptive rule's tau: they need draft_lengths$"):
