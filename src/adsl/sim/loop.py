@@ -77,7 +77,7 @@ def verify_pass(vg, vp, n, ctx, q, step):
     nq = vg.shape[1]
     q0 = min(int(q), nq - 1)
     f = q - q0
-    bv, bq, bf, bg, bp = 0, q0, f, 0.0, 0.0
+    bv, bg, bp = 0, 0.0, 0.0
     for v in range(vg.shape[0]):
         g0, p0 = at(vg[v, q0 - 1], vp[v, q0 - 1], n, ctx, step)
         if f > 0:
@@ -86,8 +86,8 @@ def verify_pass(vg, vp, n, ctx, q, step):
             g1, p1 = g0, p0
         g, p = g0 * (1 - f) + g1 * f, p0 * (1 - f) + p1 * f
         if v == 0 or g + p < bg + bp:
-            bv, bq, bf, bg, bp = v, q0, f, g, p
-    return bv, bq, bf, bg, bp
+            bv, bg, bp = v, g, p
+    return bv, q0, f, bg, bp
 
 
 # -- machines -----------------------------------------------------------------------------------------
@@ -294,7 +294,7 @@ def _event(logs, t, emitted, completed):
 
 # -- passes -------------------------------------------------------------------------------------------
 @njit(**INNER)
-def draft_chain(mach, lay, tab, logs, counts, kind, release, lengths, ctx, offset):
+def draft_chain(mach, lay, tab, logs, counts, kind, release, lengths, ctx):
     """Draft passes of one micro-batch as one job: step j drafts for the requests with length > j (their
     mean context, + j); its serial GPU and PIM time are the sums of its steps', in step order. Returns
     the chain's end (``release`` when nobody drafts)."""
@@ -308,7 +308,7 @@ def draft_chain(mach, lay, tab, logs, counts, kind, release, lengths, ctx, offse
     ns = np.zeros(k, np.int64)
     cs = np.zeros(k)
     for i in range(lengths.size):  # request by request: each step's context sum adds in slot order
-        c = ctx[i] + offset
+        c = ctx[i]
         for j in range(lengths[i]):
             ns[j] += 1
             cs[j] += c
@@ -516,7 +516,6 @@ def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times,
     runs, open_loop = rq[4], rq[3]
     groups = starts.size
     n_slots = cur.size
-    last = rq[1].size - 1
     ht = np.zeros(groups)  # every group starts at 0, in group order: already a heap
     hi = np.arange(groups)
     ending = np.zeros(groups, np.bool_)  # the group's entry is the end of a round
@@ -546,8 +545,7 @@ def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times,
                 for s in range(a, b):
                     e = 1 if act[s] else 0
                     left[s] -= e
-                    ctx[s] += e
-                    pos[s] += e
+                    ctx[s] += e  # AD reads no stream: a slot's position stays
                 st_k[i] += 1
                 if st_k[i] < st_first[i] and (not open_loop or n == b - a or waiting(rq, slots, t) == 0):
                     _event(logs, t, float(n), 0)  # nobody finished, nobody admitted
@@ -595,7 +593,7 @@ def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times,
                     kind, table, v, q0, f, drafted = DECODE, T_DECODE, 0, 0, 0.0, 0
                 else:
                     lengths = fresh_lengths(rq, slots, a, b, d, d)
-                    t = draft_chain(mach, lay, tab, logs, counts, DRAFT, t, lengths, ctx[a:b], 0.0)
+                    t = draft_chain(mach, lay, tab, logs, counts, DRAFT, t, lengths, ctx[a:b])
                     n, drafted, total = ZERO, 0, 0.0
                     for s in range(a, b):
                         act[s] = left[s] > 0
@@ -608,7 +606,7 @@ def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times,
                     kind, table = VERIFY, T_VERIFY
                     for s in range(a, b):
                         if act[s]:
-                            acc = min(runs[min(cur[s], last), pos[s]], lengths[s - a])
+                            acc = min(runs[cur[s], pos[s]], lengths[s - a])
                             emitted[s], adv[s] = min(acc + 1, left[s]), acc + 1
                         else:
                             emitted[s], adv[s] = 0, 1
@@ -766,7 +764,7 @@ def sequential_pool(d, capacity, with_prefill, mach, lay, tab, logs, counts, tim
         ready = t
         for i in range(starts.size):
             a, b = starts[i], stops[i]
-            ready = max(ready, draft_chain(mach, lay, tab, logs, counts, DRAFT, release[i], lv[a:b], ctx[a:b], 0.0))
+            ready = max(ready, draft_chain(mach, lay, tab, logs, counts, DRAFT, release[i], lv[a:b], ctx[a:b]))
         end, n = pooled_verify(mach, lay, tab, logs, counts, ready, act, ctx, lv)
         _round(logs, end, n, lv.sum())
         t = end
@@ -791,7 +789,7 @@ def _chains(mach, lay, tab, logs, counts, kind, lengths, ctx, release, starts, s
     each slot's chain end into ``ends`` (a micro-batch that drafts nothing: its release, ``draft_chain``)."""
     for i in range(starts.size):
         a, b = starts[i], stops[i]
-        end = draft_chain(mach, lay, tab, logs, counts, kind, release[i], lengths[a:b], ctx[a:b], 0.0)
+        end = draft_chain(mach, lay, tab, logs, counts, kind, release[i], lengths[a:b], ctx[a:b])
         for s in range(a, b):
             ends[s] = end
 
@@ -967,8 +965,8 @@ def async_pool(d, capacity, complete, with_prefill, mach, lay, tab, logs, counts
     that keeps its eager tokens); the verifier takes every ready entry as soon as it is idle (``complete``
     False: the paper's rule) or once every request's entry is ready. The next pass may enter once this
     one has cleared the first pipeline stage."""
-    cur, left, ctx = slots[0], slots[2], slots[3]
-    n_slots = cur.size
+    left, ctx = slots[2], slots[3]
+    n_slots = left.size
     pool = (np.zeros(n_slots), np.zeros(n_slots, np.int64), np.zeros(n_slots, np.int64))  # ready, offered, full
     ready, offered = pool[0], pool[1]
     draft_together(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, np.ones(n_slots, np.bool_), 0.0)
