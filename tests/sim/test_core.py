@@ -483,8 +483,10 @@ def test_draft_lengths_of_any_integer_type_give_the_run_of_the_same_lengths_as_i
         assert got.time_s.tobytes() == want.time_s.tobytes() and got.drafted.tobytes() == want.drafted.tobytes()
 
 
-# the loop's per-request arguments (``rq``) as ``core.replica_logs`` hands them over, one dtype per field
-RQ_DTYPES = ("f8", "i8", "f8", "bool", "i4", "bool", "i4", "i8", "bool", "f8", "f8", "i8", "int64")
+# the loop's per-request arguments (``rq``) as ``core.replica_logs`` hands them over, one dtype per field: prompt,
+# output, arrival, open loop, runs, flagged, continuing runs, lengths, adaptive, confidences (first, later), lengths
+# for light load, their bound
+RQ_DTYPES = tuple("float64 int64 float64 bool int32 bool int32 int64 bool float64 float64 int64 int64".split())
 
 
 @pytest.mark.parametrize("flagged", [False, True])
@@ -498,15 +500,14 @@ def test_the_loop_is_handed_one_dtype_per_field_whatever_the_workload_holds(mode
     seen = []
 
     def spy(*args, run=core.loop.run_replica):
-        seen.append(tuple(np.asarray(a).dtype.name if not isinstance(a, bool) else "bool" for a in args[9]))
+        seen.append(tuple(np.asarray(a).dtype.name for a in args[9]))  # a Python bool is numpy's bool
         return run(*args)
 
     monkeypatch.setattr(core.loop, "run_replica", spy)
     prompt = np.full(out.shape, 64.0)
     for c, ln in ((conf, lengths), (conf.astype(np.float64), lengths.astype(np.uint8))):
         simulate_core(s, pair, Workload(prompt, out, acc, ln, c, c, light_lengths=ln, light_at_most=4))
-    want = tuple(np.dtype(d).name if d != "bool" else d for d in RQ_DTYPES)
-    assert seen == [want, want]
+    assert seen == [RQ_DTYPES, RQ_DTYPES]
 
 
 def _flat(dg, dp):

@@ -50,8 +50,8 @@ def test_unknown_system_is_a_key_error(models, hw):
 
 
 def test_requests_are_float_prompts_and_int_outputs_of_one_two_dimensional_shape():
-    """Prompt and output lengths come back as float and int64 (replicas, requests) arrays, whole-number
-    prompts included, and a Workload stores them so; other shapes and requests without output are
+    """Prompt and output lengths come back as float and int64 (replicas, requests) arrays, fractional
+    (effective) prompts included, and a Workload stores them so; other shapes and requests without output are
     SimErrors with their shapes."""
     prompt, out = requests([[64, 32.5]], [[3.0, 7.0]])
     assert prompt.dtype == float and out.dtype == np.int64

@@ -685,7 +685,7 @@ def pool_admit(want, rq, slots, capacity, queries):
     score = np.empty(want.sum())  # slot by slot, each request's tokens in draft order
     i = 0
     for s in range(n_slots):
-        r = cur[s]  # an idle slot (no request: cur = the request count) wants 0 tokens and reads nothing
+        r = cur[s]  # an idle slot wants 0 tokens and reads nothing (its cur may lie past the last request)
         h = 1.0
         for j in range(want[s]):
             h *= np.float64(first[r, pos[s]] if j == 0 else later[r, pos[s] + j])
