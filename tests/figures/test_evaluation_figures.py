@@ -210,3 +210,55 @@ def test_serving_sweep_rises_to_saturation_and_draws(experiments, tmp_path):
     files = {ext: tmp_path / f"s.{ext}" for ext in ("pdf", "png", "csv")}
     plotted = render("serving_latency_throughput", small, table=df, **files)
     assert set(plotted.label) == set(df.label) and files["png"].stat().st_size > 10_000
+
+
+def _fig16_rows(overlap: float) -> pd.DataFrame:
+    parts = {"verification": 0.7, "prediction": 0.2, "prefill": 0.1, "overlap": overlap}
+    return pd.DataFrame(
+        [
+            dict(batch=b, system=s, component=c, normalized=v)
+            for b in (16, 64)
+            for s in ("PIM-SD", "SADDLE")
+            for c, v in parts.items()
+        ]
+    )
+
+
+def _legend(fig) -> list[str]:
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend())]
+    return [t.get_text() for leg in legends for t in leg.get_texts()]
+
+
+@pytest.mark.parametrize("overlap", [0.0, -0.05])
+def test_fig16s_legend_lists_the_parts_some_bar_has(ws, overlap):
+    """A part that is zero in every bar (overlap, with exclusive stacks) leaves the legend, and the figure says
+    it is zero; where some bar hides time, the hatched part is listed."""
+    import matplotlib.pyplot as plt
+
+    from adsl.figures.breakdown import fig16_latency_breakdown
+
+    fig, _ = fig16_latency_breakdown(ws, _fig16_rows(overlap))
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    plt.close(fig)
+    assert _legend(fig) == ["verification", "prediction", "prefill", *(["overlap"] if overlap else [])]
+    assert any("overlap: 0" in t for t in texts) == (overlap == 0)
+
+
+def test_the_timelines_legend_lists_the_kinds_of_pass_it_shows(ws):
+    import matplotlib.pyplot as plt
+
+    from adsl.figures.timeline import timeline
+
+    df = pd.DataFrame(
+        dict(
+            system=["PIM-SD", "PIM-SD", "SADDLE"],
+            configuration="c",
+            device=["GPU", "PIM", "PIM"],
+            kind=["verification", "drafting", "verification"],
+            start_ms=[0.0, 1.0, 0.0],
+            end_ms=[1.0, 2.0, 1.5],
+        )
+    )
+    fig, _ = timeline(ws, df)
+    plt.close(fig)
+    assert _legend(fig) == ["drafting", "verification"]  # in the kinds' own order, no prefill or eager drafting

@@ -128,8 +128,10 @@ def paper_comparison_table(ws: Workspace, experiment: str, headlines: str) -> pd
 def fig16_latency_breakdown(ws: Workspace, df: pd.DataFrame):
     """Paper Fig. 16, modelled: time of PIM-SD and SADDLE on OPT-66B to emit the same tokens, split into
     verification (target passes), prediction (draft passes) and the part hidden by overlapping them
-    (hatched, negative); normalised to PIM-SD's end-to-end time. Monitoring and decision making (a
-    multiply and a compare per drafted token) are not charged by the model."""
+    (hatched, negative); normalised to PIM-SD's end-to-end time. The legend lists the parts some bar has
+    (with exclusive stacks, ``access: exclusive``, no stage overlaps another, and the figure says so).
+    Monitoring and decision making (a multiply and a compare per drafted token) are not charged by the
+    model."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
@@ -148,8 +150,11 @@ def fig16_latency_breakdown(ws: Workspace, df: pd.DataFrame):
                 bottom += part.get(comp, 0.0)
             ax.bar(i + dx, part.get("overlap", 0.0), width, color=colors["overlap"], hatch="//", edgecolor="white")
             ax.plot(i + dx, bottom + part.get("overlap", 0.0), marker="_", color="k", ms=14)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c, hatch="//" if k == "overlap" else None) for k, c in colors.items()]
-    ax.legend(handles, [*colors], fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    shown = [k for k in parts if (df[df.component == k].normalized != 0).any()]  # a part in some bar
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[k], hatch="//" if k == "overlap" else None) for k in shown]
+    ax.legend(handles, shown, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    if "overlap" not in shown:  # say so rather than leave the reader looking for the hatched bars
+        ax.text(1.02, 0.0, "overlap: 0 in\nevery bar", transform=ax.transAxes, fontsize=7, va="bottom")
     ax.axhline(0, color="0.3", lw=0.8)
     ticks = [
         (i + dx, f"{n}\n{b}")

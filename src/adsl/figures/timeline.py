@@ -13,9 +13,11 @@ from adsl.workspace import Workspace
 def timeline(ws: Workspace, df: pd.DataFrame):
     """Three verification passes of PIM-SD and SADDLE on OPT-66B at batch 64, as the event-driven core ran
     them: for each machine (the GPUs and the PIM stacks of the tensor-parallel group) the passes it worked
-    on, by kind (drafting, eager drafting, verification, prefill); white is idle. PIM-SD's two micro-batches
-    alternate drafting and verification, so one drafts while the other is verified; SADDLE verifies the
-    pooled drafts of both micro-batches in one pass and drafts eagerly while it runs."""
+    on, by kind (drafting, eager drafting, verification, prefill); white is idle. Each runs in the
+    configuration the search picks (its name is in the table); SADDLE verifies the pooled drafts in one
+    pass and drafts eagerly after it. With exclusive stacks (``access: exclusive``) a PIM stack computes only
+    while the GPU leaves it alone, so drafting in PIM does not hide under the GPU's verification. The legend
+    lists the kinds of pass the window holds."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
@@ -35,8 +37,9 @@ def timeline(ws: Workspace, df: pd.DataFrame):
         ax.set_yticks(range(len(devices)), devices)
         ax.set_xlim(0, part.end_ms.max())
         ax.set(title=system, xlabel="time (ms)")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colors.values()]
-    fig.legend(handles, kinds, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 0.95))
+    shown = [k for k in kinds if (df.kind == k).any()]  # colours stay fixed by kind, whatever is shown
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[k]) for k in shown]
+    fig.legend(handles, shown, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 0.95))
     fig.suptitle(f"Devices over {cfg.passes} verification passes, {cfg.pair}, batch {cfg.batch} (white: idle)", y=1.0)
     fig.tight_layout()
     return fig, df
