@@ -260,10 +260,19 @@ class Search:
 class Precision:
     """How many replicas a point runs: blocks of ``replicas`` (fresh acceptance streams each) until the 95 %
     interval of its mean throughput is within ``target`` of the mean (0: one block), at most
-    ``max_replicas``."""
+    ``max_replicas``; and how long each is: under continuous batching a replica serves at least
+    ``min_requests`` requests (``requests_per_slot`` x batch where that is more; 0: no minimum), so a small
+    batch's window holds more than a few completions."""
 
     target: float
     max_replicas: int
+    min_requests: int = 0
+
+    def requests(self, batching: Batching, slots: int) -> int:
+        """Requests one replica serves at ``slots``: the batching's, at least ``min_requests`` where a queue
+        refills the slots (a static batch serves one request a slot)."""
+        n = batching.requests(slots)
+        return n if batching.mode == "static" else max(n, self.min_requests)
 
     def met(self, half_width: float, mean: float) -> bool:
         return self.target <= 0 or (mean > 0 and half_width <= self.target * mean)

@@ -151,6 +151,34 @@ def test_fig15b_shows_saddle_with_tau_lowered_under_light_load(experiments):
     plain, lowered = (pd.read_parquet(exp[n]) for n in ("small_batch", "small_batch_light"))
     saddle = plain[plain.system == "SADDLE"]
     assert lowered.mean_draft_length.iloc[0] > saddle.mean_draft_length.iloc[0]
+    # each bar's 95 % interval over GPU-AD's throughput, which has none (no acceptance streams; here one
+    # replica, so every interval is NaN, as the table says)
+    np.testing.assert_allclose(df.normalized_ci95, df.throughput_ci95 / ad)
+
+
+def test_fig15b_draws_an_interval_on_every_bar_that_has_one(ws, tmp_path):
+    """One error bar per bar with an interval, centred on its bar at its height; none on the AD systems."""
+    import matplotlib.pyplot as plt
+    from matplotlib.container import BarContainer, ErrorbarContainer
+
+    from adsl.figures.evaluation import fig15b_small_batch
+
+    rows = [
+        dict(batch=b, system=s, normalized=v * b, normalized_ci95=e * b)
+        for b in (1, 2)
+        for s, v, e in (("GPU-AD", 1.0, 0.0), ("PIM-SD", 5.0, 0.2), ("SADDLE", 3.0, 0.1))
+    ]
+    fig, _ = fig15b_small_batch(ws, pd.DataFrame(rows))
+    ax = fig.axes[0]
+    bars = [c for c in ax.containers if isinstance(c, BarContainer)]
+    errs = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    plt.close(fig)
+    centre = {round(b.get_x() + b.get_width() / 2, 9): b.get_height() for c in bars for b in c}
+    drawn = sorted((c.lines[0].get_ydata()[0], c.lines[2][0].get_segments()[0][1][1]) for c in errs)
+    assert drawn == sorted(
+        (r["normalized"], r["normalized"] + r["normalized_ci95"]) for r in rows if r["normalized_ci95"]
+    )
+    assert all(round(c.lines[0].get_xdata()[0], 9) in centre for c in errs)
 
 
 def test_area_table_reproduces_section_iv(ws):

@@ -341,9 +341,9 @@ def test_request_categories_take_turns_and_leave_out_a_category_without_requests
 
 def test_point_requests_leave_at_least_one_output_token(ws):
     """Prompt 32 clipped to seq_len - 1: 32 + 1 tokens at seq_len 33, 19 + 1 at 20, 32 + 64 at 96; one
-    row per replica (2) and batch_size x requests_per_slot requests."""
+    row per replica (2) and batch_size x requests_per_slot requests, at least ``precision.min_requests``."""
     sim = _small(ws)
-    n = sim.batching.requests(4)
+    n = max(4 * sim.batching.requests_per_slot, sim.precision.min_requests)
     for seq, prompt in ((33, 32), (20, 19), (96, 32)):
         p, out = point_requests(sim, Point("OPT-66B", "GPU-AD", 4, 8, seq))
         assert p.shape == out.shape == (2, n)

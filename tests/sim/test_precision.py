@@ -26,7 +26,9 @@ POINT = Point("OPT-66B", "SADDLE", 4, 8, 96, "warn")
 @pytest.fixture(scope="module")
 def setting(ws):
     cats = ws.settings.simulation.categories
-    sim = ws.settings.simulation.with_overrides({"prompt_len": 32, "replicas": 3, "search": {"knobs": []}})
+    # replicas of 4 x batch requests, no minimum: short windows whose intervals need blocks to narrow
+    over = {"prompt_len": 32, "replicas": 3, "search": {"knobs": []}, "precision": {"min_requests": 0}}
+    sim = ws.settings.simulation.with_overrides(over)
     return sim, dict.fromkeys(cats, MODEL), dict.fromkeys(cats, 0.4)
 
 
@@ -38,7 +40,8 @@ def test_met():
 
 
 def _with(sim, **precision):
-    return dataclasses.replace(sim, precision=Precision(**precision))
+    """``sim`` with the precision fields given, the others (min_requests) as configured."""
+    return dataclasses.replace(sim, precision=dataclasses.replace(sim.precision, **precision))
 
 
 def test_off_runs_one_block_as_before(ws, setting):
@@ -144,3 +147,40 @@ def test_run_point_keeps_the_streams_it_draws_in_the_callers_dict(ws, setting):
         drawn[(POINT.pair, POINT.batch, POINT.seq_len, 0)], (p.confidence, p.confidence_later, p.accept), strict=True
     ):
         np.testing.assert_array_equal(kept, fresh)
+
+
+def test_a_replica_serves_at_least_min_requests_under_continuous_batching():
+    """A queue refills the slots: at least ``min_requests`` requests (requests_per_slot x batch where that is
+    more); a static batch serves one request a slot whatever the minimum."""
+    from adsl.settings import Batching
+
+    continuous, static = Batching("continuous", 4), Batching("static")
+    assert Precision(0.0, 4, 64).requests(continuous, 1) == 64
+    assert Precision(0.0, 4, 64).requests(continuous, 16) == 64
+    assert Precision(0.0, 4, 64).requests(continuous, 32) == 128
+    assert Precision(0.0, 4).requests(continuous, 2) == 8  # no minimum by default
+    assert Precision(0.0, 4, 64).requests(static, 2) == 2
+
+
+def test_min_requests_lengthens_a_small_batchs_replicas_and_their_window(ws, setting):
+    """At batch 4 with 3 requests a slot a replica serves 12 requests; with a minimum of 40 it serves 40, every
+    one drawn, and its steady-state window holds more completions."""
+    sim, models, taus = setting
+    sim = dataclasses.replace(sim, batching=dataclasses.replace(sim.batching, requests_per_slot=3))
+    short, long = (
+        point_inputs(ws, _with(sim, target=0.0, max_replicas=3, min_requests=m), POINT, models, taus) for m in (0, 40)
+    )
+    assert short.out.shape == (3, 12) and long.out.shape == (3, 40)
+    assert long.accept.shape[:2] == (3, 40) and long.lengths.shape[:2] == (3, 40)
+    few, many = (simulate_point(p) for p in (short, long))
+    assert (many.window["completed"] > few.window["completed"]).all()
+
+
+@pytest.mark.parametrize("value", [-1, 8193, 1.5])
+def test_min_requests_out_of_range_is_a_config_error(root, value):
+    from adsl.config import read_yaml
+
+    cfg = read_yaml(root / "config" / "config.yaml")
+    cfg["simulation"]["precision"]["min_requests"] = value
+    with pytest.raises(ConfigError, match="min_requests"):
+        load_config(cfg, "config.yaml")

@@ -139,8 +139,9 @@ def point_setup(ws, sim: SimulationSettings, point: Point) -> Setup:
 
 
 def point_requests(sim: SimulationSettings, point: Point) -> tuple[np.ndarray, np.ndarray]:
-    """(prompt, output) tokens per request, (replicas, requests): every request decodes to seq_len."""
-    n = sim.batching.requests(point.batch)
+    """(prompt, output) tokens per request, (replicas, requests): every request decodes to seq_len; requests
+    per replica as ``sim.precision.requests`` says."""
+    n = sim.precision.requests(sim.batching, point.batch)
     prompt = min(sim.prompt_len, point.seq_len - 1)
     return np.full((sim.replicas, n), float(prompt)), np.full((sim.replicas, n), point.seq_len - prompt)
 
