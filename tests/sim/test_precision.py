@@ -37,6 +37,7 @@ def test_met():
     assert Precision(0.01, 4).met(1.0, 100.0)
     assert not Precision(0.01, 4).met(1.01, 100.0)
     assert not Precision(0.01, 4).met(0.0, 0.0)  # no throughput: nothing to be precise about
+    assert Precision(0.01, 4).met(0.004, 0.5)  # a mean below 1 token/s is still a mean
 
 
 def _with(sim, **precision):
