@@ -290,3 +290,24 @@ def test_the_timelines_legend_lists_the_kinds_of_pass_it_shows(ws):
     fig, _ = timeline(ws, df)
     plt.close(fig)
     assert _legend(fig) == ["drafting", "verification"]  # in the kinds' own order, no prefill or eager drafting
+
+
+def test_a_normalised_interval_is_given_only_over_a_base_without_one():
+    """``normalized_ci95`` is a system's half-width over the base's value where the base decodes the same in
+    every replica (interval 0), and NaN where the base's own value is uncertain (its ratio's interval would
+    need the replicas' ratios)."""
+    from adsl.figures.evaluation import _normalized
+
+    df = pd.DataFrame(
+        dict(
+            batch=[16, 16, 64, 64],
+            system=["GPU-AD", "SADDLE", "GPU-AD", "SADDLE"],
+            throughput_tok_s=[100.0, 250.0, 400.0, 600.0],
+            throughput_ci95=[0.0, 5.0, 8.0, 12.0],
+        )
+    )
+    out = _normalized(df, "throughput_tok_s", "GPU-AD", ["batch"], "throughput_ci95").set_index(["batch", "system"])
+    assert out.loc[(16, "SADDLE"), "normalized"] == 2.5 and out.loc[(16, "SADDLE"), "normalized_ci95"] == 0.05
+    assert out.loc[(16, "GPU-AD"), "normalized_ci95"] == 0.0
+    assert out.loc[[(64, "GPU-AD"), (64, "SADDLE")], "normalized_ci95"].isna().all()
+    assert "normalized_ci95" not in _normalized(df, "throughput_tok_s", "GPU-AD", ["batch"])

@@ -15,22 +15,29 @@ def pairs_in_order(ws: Workspace, df: pd.DataFrame) -> list[str]:
     return [p for p in ws.models.pairs if p in set(df.pair)]
 
 
-def _normalized(df: pd.DataFrame, metric: str, base: str, keys: list[str]) -> pd.DataFrame:
-    """``metric`` divided by the ``base`` system's value at the same ``keys``."""
-    ref = df[df.system == base].set_index(keys)[metric].rename("_ref")
-    out = df.join(ref, on=keys)
+def _normalized(df: pd.DataFrame, metric: str, base: str, keys: list[str], ci: str | None = None) -> pd.DataFrame:
+    """``metric`` divided by the ``base`` system's value at the same ``keys``; with ``ci`` (the metric's 95 %
+    half-width column) also ``normalized_ci95``, that interval over the base's value, where the base's own
+    interval is 0 (an AD baseline decodes without acceptance streams, the same in every replica) and NaN
+    where it is not (a ratio of two uncertain means needs the replicas' ratios, which the table lacks)."""
+    ref = df[df.system == base].set_index(keys)
+    out = df.join(ref[metric].rename("_ref"), on=keys)
     out["normalized"] = out[metric] / out["_ref"]
+    if ci is not None:
+        exact = out.join((ref[ci] == 0).rename("_exact"), on=keys)["_exact"].fillna(False).astype(bool)
+        out["normalized_ci95"] = (out[ci] / out["_ref"]).where(exact)
     return out.drop(columns="_ref")
 
 
 def _cols(df, keys, metric):
-    return df[[*keys, "system", metric, "normalized", "fits_memory"]]
+    interval = ["normalized_ci95"] if "normalized_ci95" in df else []
+    return df[[*keys, "system", metric, "normalized", *interval, "fits_memory"]]
 
 
 def fig12_table(ws: Workspace, experiment: str) -> pd.DataFrame:
     """Throughput normalised to GPU-AD, with the physical limit of each (pair, batch)
     (``adsl.perf.roofline.throughput_limit`` over the systems the experiment uses, d + 1 tokens per step)."""
-    df = _normalized(pd.read_parquet(experiment), "throughput_tok_s", "GPU-AD", ["pair", "batch"])
+    df = _normalized(pd.read_parquet(experiment), "throughput_tok_s", "GPU-AD", ["pair", "batch"], "throughput_ci95")
     out = _cols(df, ["pair", "batch"], "throughput_tok_s").copy()
     sim = ws.settings.simulation
     systems = [
@@ -49,7 +56,7 @@ def fig12_table(ws: Workspace, experiment: str) -> pd.DataFrame:
 def fig13_table(ws: Workspace, experiment: str) -> pd.DataFrame:
     del ws
     df = pd.read_parquet(experiment).rename(columns={"tokens_per_j": "tokens_per_joule"})
-    df = _normalized(df, "tokens_per_joule", "GPU-AD", ["pair", "batch"])
+    df = _normalized(df, "tokens_per_joule", "GPU-AD", ["pair", "batch"], "tokens_per_j_ci95")
     return (
         _cols(df, ["pair", "batch"], "tokens_per_joule").sort_values(["pair", "batch", "system"]).reset_index(drop=True)
     )
@@ -67,7 +74,7 @@ def fig14_table(ws: Workspace, experiment: str) -> pd.DataFrame:
 
 def fig15a_table(ws: Workspace, experiment: str) -> pd.DataFrame:
     del ws
-    df = _normalized(pd.read_parquet(experiment), "throughput_tok_s", "GPU-AD", ["seq_len"])
+    df = _normalized(pd.read_parquet(experiment), "throughput_tok_s", "GPU-AD", ["seq_len"], "throughput_ci95")
     return _cols(df, ["seq_len"], "throughput_tok_s").sort_values(["seq_len", "system"]).reset_index(drop=True)
 
 
@@ -82,11 +89,7 @@ def fig15b_table(
         factor = ws.settings.simulation.for_experiment(light_experiment).tau_light_load.factor
         name = f"SADDLE, tau x {factor:g} at light load"
         df = pd.concat([df, pd.read_parquet(light).assign(system=name, tau_factor=factor)], ignore_index=True)
-    df = _normalized(df, "throughput_tok_s", "GPU-AD", ["batch"])
-    # GPU-AD decodes without acceptance streams, the same in every replica (an interval of 0), so a system's
-    # interval over GPU-AD's throughput is the interval of its normalised value
-    ref = df.throughput_tok_s / df.normalized
-    df["normalized_ci95"] = df.throughput_ci95 / ref
+    df = _normalized(df, "throughput_tok_s", "GPU-AD", ["batch"], "throughput_ci95")
     cols = ["batch", "system", "throughput_tok_s", "throughput_ci95", "normalized", "normalized_ci95"]
     return df[[*cols, "fits_memory", "tau_factor"]].sort_values(["batch", "system"]).reset_index(drop=True)
 
@@ -155,7 +158,8 @@ def _per_pair(ws, df, metric_label, title, limit: str | None = None):
     fig, axes = plt.subplots(1, len(pairs), figsize=(4.2 * len(pairs), 3.4), sharey=True, squeeze=False)
     for ax, pair in zip(axes[0], pairs, strict=True):
         part = df[df.pair == pair]
-        _bars(part, "batch", "normalized", "system", in_order(df.system), ax, metric_label, pair)
+        err = "normalized_ci95" if "normalized_ci95" in df else None
+        _bars(part, "batch", "normalized", "system", in_order(df.system), ax, metric_label, pair, err)
         if limit is not None:  # one value per batch, drawn over the batch's bar group
             roof = part.groupby("batch")[limit].first()
             ax.plot(range(len(roof)), roof.to_numpy(), color="k", marker="_", ms=18, lw=1.0, label="physical limit")
@@ -175,16 +179,18 @@ def fig12_throughput(ws: Workspace, df: pd.DataFrame):
     (log scale), with continuous batching, measured over the steady-state window. Acceptance streams come
     from the calibrated acceptance models; tau from the tau calibration. The black marks are the physical
     limit: every FC FLOP at the GPUs' peak x 0.8 and the weights read once per step of d + 1 tokens per
-    request, the best of the systems on each term."""
-    fig = _per_pair(ws, df, "Throughput (norm. to GPU-AD)", "Throughput (line: physical limit)", "limit_normalized")
+    request, the best of the systems on each term. Error bars: 95 % intervals over the replicas (GPU-AD and
+    PIM-AD decode the same in every replica)."""
+    title = "Throughput (line: physical limit; error bars: 95 % intervals)"
+    fig = _per_pair(ws, df, "Throughput (norm. to GPU-AD)", title, "limit_normalized")
     return fig, df
 
 
 def fig13_energy(ws: Workspace, df: pd.DataFrame):
     """Paper Fig. 13, modelled: generated tokens per joule of the five systems, same layout as Fig. 12,
-    normalised to GPU-AD. Energy includes every board's and PIM stack's static power over the measured wall
-    time."""
-    return _per_pair(ws, df, "Tokens/J (norm. to GPU-AD)", "Energy efficiency"), df
+    normalised to GPU-AD, with 95 % intervals over the replicas. Energy includes every board's and PIM stack's
+    static power over the measured wall time."""
+    return _per_pair(ws, df, "Tokens/J (norm. to GPU-AD)", "Energy efficiency (error bars: 95 % intervals)"), df
 
 
 def _one_panel(df, x, order, xlabel, ylabel, title, err: str | None = None):
@@ -209,10 +215,11 @@ def fig14_ablation(ws: Workspace, df: pd.DataFrame):
 
 def fig15a_seqlen(ws: Workspace, df: pd.DataFrame):
     """Paper Fig. 15a, modelled: throughput of the five systems vs maximum sequence length (1024-8192 tokens),
-    Llama-3.1-70B + Llama-3.2-1B, batch 16, normalised to GPU-AD at the same length."""
+    Llama-3.1-70B + Llama-3.2-1B, batch 16, normalised to GPU-AD at the same length, with 95 % intervals over the
+    replicas."""
     del ws
-    labels = ("Maximum sequence length", "Throughput (norm. to GPU-AD)", "Llama pair, batch 16")
-    return _one_panel(df, "seq_len", in_order(df.system), *labels), df
+    labels = ("Maximum sequence length", "Throughput (norm. to GPU-AD)", "Llama pair, batch 16 (95 % intervals)")
+    return _one_panel(df, "seq_len", in_order(df.system), *labels, err="normalized_ci95"), df
 
 
 def fig15b_small_batch(ws: Workspace, df: pd.DataFrame):
