@@ -206,7 +206,9 @@ def _one_panel(df, x, order, xlabel, ylabel, title, err: str | None = None):
 def fig14_ablation(ws: Workspace, df: pd.DataFrame):
     """Paper Fig. 14, modelled: what each SADDLE mechanism adds on OPT-66B + OPT-1.3B: adaptive length only
     (SADDLE-d), + Shared Pool (SADDLE-p, sequential), + Eager Pool (SADDLE-s, asynchronous, static FC->GPU /
-    attention->PIM), + operator scheduler (SADDLE); throughput normalised to PIM-SD at the same batch."""
+    attention->PIM), + operator scheduler (SADDLE); throughput normalised to PIM-SD at the same batch. No error
+    bars: PIM-SD's own throughput is uncertain, and the interval of a ratio of two means needs the replicas'
+    paired ratios, which the experiment table does not keep."""
     del ws
     return _one_panel(
         df, "batch", in_order(df.system), "Batch size", "Throughput (norm. to PIM-SD)", "Ablation, OPT-66B"
