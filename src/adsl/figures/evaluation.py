@@ -20,13 +20,13 @@ def _normalized(df: pd.DataFrame, metric: str, base: str, keys: list[str], ci: s
     half-width column) also ``normalized_ci95``, that interval over the base's value, where the base's own
     interval is 0 (an AD baseline decodes without acceptance streams, the same in every replica) and NaN
     where it is not (a ratio of two uncertain means needs the replicas' ratios, which the table lacks)."""
-    ref = df[df.system == base].set_index(keys)
-    out = df.join(ref[metric].rename("_ref"), on=keys)
+    cols = [metric] if ci is None else [metric, ci]
+    ref = df[df.system == base].set_index(keys)[cols].rename(columns={metric: "_ref", ci: "_ref_ci"})
+    out = df.join(ref, on=keys)
     out["normalized"] = out[metric] / out["_ref"]
-    if ci is not None:
-        exact = out.join((ref[ci] == 0).rename("_exact"), on=keys)["_exact"].fillna(False).astype(bool)
-        out["normalized_ci95"] = (out[ci] / out["_ref"]).where(exact)
-    return out.drop(columns="_ref")
+    if ci is not None:  # NaN == 0 is false: no base, no interval
+        out["normalized_ci95"] = (out[ci] / out["_ref"]).where(out["_ref_ci"] == 0)
+    return out.drop(columns=[*ref.columns])
 
 
 def _cols(df, keys, metric):
@@ -140,7 +140,8 @@ def _bars(df, x, y, hue, order, ax, ylabel, title, err: str | None = None):
     if err is not None:  # seaborn keeps one container a hue level, in hue order; a bar's group is its nearest x
         half = df.set_index([x, hue])[err]
         xs = sorted(df[x].unique())
-        levels = [h for h in order if h in set(df[hue])]
+        present = set(df[hue])
+        levels = [h for h in order if h in present]
         for level, bars in zip(levels, list(ax.containers), strict=True):  # a copy: errorbar adds containers
             for bar in bars:
                 cx = bar.get_x() + bar.get_width() / 2
@@ -156,9 +157,9 @@ def _per_pair(ws, df, metric_label, title, limit: str | None = None):
 
     pairs = pairs_in_order(ws, df)
     fig, axes = plt.subplots(1, len(pairs), figsize=(4.2 * len(pairs), 3.4), sharey=True, squeeze=False)
+    err = "normalized_ci95" if "normalized_ci95" in df else None
     for ax, pair in zip(axes[0], pairs, strict=True):
         part = df[df.pair == pair]
-        err = "normalized_ci95" if "normalized_ci95" in df else None
         _bars(part, "batch", "normalized", "system", in_order(df.system), ax, metric_label, pair, err)
         if limit is not None:  # one value per batch, drawn over the batch's bar group
             roof = part.groupby("batch")[limit].first()
