@@ -758,7 +758,10 @@ def sequential_pool(d, capacity, with_prefill, mach, lay, tab, logs, counts, tim
         advance(mach, t)
         want = np.zeros(n_slots, np.int64)
         for i in range(starts.size):
-            want[starts[i] : stops[i]] = fresh_lengths(rq, slots, starts[i], stops[i], d, d)
+            a, b = starts[i], stops[i]
+            fresh = fresh_lengths(rq, slots, a, b, d, d)
+            for s in range(a, b):  # not a slice assignment: its shape check's error message alone took 1.7 s to compile
+                want[s] = fresh[s - a]
         act = left > 0  # fresh_lengths gives idle slots 0, the others at most d
         lv = admit_pool(want, rq, slots, capacity, act, counts)
         ready = t
@@ -1002,12 +1005,12 @@ def async_pool(d, capacity, complete, with_prefill, mach, lay, tab, logs, counts
 
 
 # -- one replica --------------------------------------------------------------------------------------
-@njit(cache=True)
 def machines(n_machines, stages, shared):
     """Empty machines: busy intervals (starts, ends, counts), busy seconds, events seen, the last pass's
     first-stage end, the segment buffers of one pass, and the row of busy intervals each machine books
     into: its own, or with ``shared`` stacks (a stage's GPU and PIM machines, ``SystemSpec.shared_stacks``)
-    its stage's GPU row, so the two take turns while each keeps its own busy seconds and timeline."""
+    its stage's GPU row, so the two take turns while each keeps its own busy seconds and timeline. Plain
+    Python, called once a replica: compiled, it took about 0.9 s of a cold compile."""
     rows = np.arange(n_machines)
     if shared and n_machines == 2 * stages:
         for s in range(stages):
