@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import os
 import shutil
@@ -55,7 +56,8 @@ def _workspace():
 
 
 def bench_rows() -> pd.DataFrame:
-    """The 76 points of benchmarks/bench_sim.py, one run_point row each."""
+    """The 76 points of benchmarks/bench_sim.py, one run_point row each, as the golden set stores them (read back
+    from Parquet: a list column, such as each replica's throughput, reads back as arrays)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from bench_sim import bench_points, synthetic_models
 
@@ -66,7 +68,9 @@ def bench_rows() -> pd.DataFrame:
     models = synthetic_models(sim.categories)
     taus = dict.fromkeys(sim.categories, 0.3)
     rows = [run_point(ws, sim, Point(*p), models, taus) for p in bench_points()]
-    return pd.DataFrame(rows)
+    buf = io.BytesIO()
+    pd.DataFrame(rows).to_parquet(buf, index=False)
+    return pd.read_parquet(buf)
 
 
 @contextlib.contextmanager

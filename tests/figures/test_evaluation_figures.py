@@ -7,7 +7,7 @@ import pytest
 from adsl.figures import compute_table, render
 from adsl.fitting.distributions import fit_confidence
 from adsl.fitting.modelfile import write_model
-from adsl.sim.experiment import run_experiment
+from adsl.sim.experiment import ratio_ci95, run_experiment
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +60,11 @@ def test_ablation_breakdown_and_scheduler_tables(experiments, tmp_path):
     ws, exp = experiments
     f14 = compute_table("fig14", ws, experiment=str(exp["ablation"]))
     assert np.allclose(f14[f14.system == "PIM-SD"].normalized, 1.0)
+    # each ratio's interval from the replicas paired with PIM-SD's at the same batch
+    raw = pd.read_parquet(exp["ablation"]).set_index(["system", "batch"]).throughput_replicas
+    for r in f14.itertuples():
+        want = ratio_ci95(raw[(r.system, r.batch)], raw[("PIM-SD", r.batch)], r.normalized)
+        assert r.normalized_ci95 == want or (np.isnan(want) and np.isnan(r.normalized_ci95))
     f16 = compute_table("fig16", ws, experiment=str(exp["ablation"]))
     for _key, g in f16.groupby(["batch", "system"]):
         parts = g.set_index("component").time_s
@@ -311,3 +316,29 @@ def test_a_normalised_interval_is_given_only_over_a_base_without_one():
     assert out.loc[(16, "GPU-AD"), "normalized_ci95"] == 0.0
     assert out.loc[[(64, "GPU-AD"), (64, "SADDLE")], "normalized_ci95"].isna().all()
     assert "normalized_ci95" not in _normalized(df, "throughput_tok_s", "GPU-AD", ["batch"])
+
+
+def test_a_normalised_interval_over_an_uncertain_base_comes_from_the_paired_replicas():
+    """Over a base with an interval of its own the replicas' paired throughputs give the ratio's interval
+    (``ratio_ci95``); over a base without one it stays the system's half-width over the base's value; the base
+    over itself has none; with no replicas column it stays NaN."""
+    from adsl.figures.evaluation import _normalized
+    from adsl.sim.experiment import ratio_ci95
+
+    reps = [[90.0, 110.0, 100.0], [240.0, 270.0, 240.0], [100.0] * 3, [240.0, 260.0, 250.0]]
+    df = pd.DataFrame(
+        dict(
+            batch=[16, 16, 64, 64],
+            system=["PIM-SD", "SADDLE", "PIM-SD", "SADDLE"],
+            throughput_tok_s=[100.0, 250.0, 100.0, 250.0],
+            throughput_ci95=[24.8, 42.9, 0.0, 24.8],
+            throughput_replicas=reps,
+        )
+    )
+    out = _normalized(df, "throughput_tok_s", "PIM-SD", ["batch"], "throughput_ci95", "throughput_replicas")
+    out = out.set_index(["batch", "system"]).normalized_ci95
+    assert out[(16, "SADDLE")] == ratio_ci95(reps[1], reps[0], 2.5) and 0 < out[(16, "SADDLE")] < 42.9 / 100
+    assert out[(16, "PIM-SD")] == 0.0
+    assert out[(64, "SADDLE")] == 24.8 / 100 and out[(64, "PIM-SD")] == 0.0
+    plain = _normalized(df, "throughput_tok_s", "PIM-SD", ["batch"], "throughput_ci95")
+    assert plain.set_index(["batch", "system"]).normalized_ci95[[(16, "SADDLE"), (16, "PIM-SD")]].isna().all()

@@ -87,7 +87,8 @@ def _result(**fields) -> RunResult:
 
 
 def test_the_row_reads_each_column_off_the_run(saddle):
-    """Means over the two replicas; the interval t(0.975, 1) x s / sqrt 2 = 12.7062 x 12.5; utilisation
+    """Means over the two replicas (each replica's throughput kept, in order); the interval t(0.975, 1) x s / sqrt 2
+    = 12.7062 x 12.5; utilisation
     busy / time (gpu 1/2 and 2/4, pim 1/4 and 4/4); draft length per request round 3/1 and 8/4."""
     row = point_row(saddle, _result(), "pair x", "system y", 8)
     expected = {
@@ -135,6 +136,7 @@ def test_the_row_reads_each_column_off_the_run(saddle):
     for k, v in expected.items():
         assert row[k] == pytest.approx(v, rel=1e-12) if isinstance(v, float) else row[k] == v, k
     assert row["throughput_ci95"] == pytest.approx(12.706204736174694 * 12.5, rel=1e-12)
+    assert row["throughput_replicas"] == [50.0, 75.0]  # in replica order
     need, have = saddle.memory
     assert (row["memory_needed_gb"], row["memory_available_gb"]) == (need / 1e9, have / 1e9)
 

@@ -11,7 +11,7 @@ from adsl.config import load_config
 from adsl.errors import ConfigError
 from adsl.fitting.distributions import fit_confidence
 from adsl.settings import Precision
-from adsl.sim.experiment import Point, _ci95, point_inputs, run_point, simulate_point
+from adsl.sim.experiment import Point, _ci95, point_inputs, ratio_ci95, run_point, simulate_point
 from adsl.sim.result import concat
 from adsl.sim.workload import Workload
 
@@ -126,6 +126,17 @@ def test_ci95_is_students_t_half_width_from_two_replicas_on():
     assert _ci95(np.array([1.0, 3.0])) == pytest.approx(12.706204736174694, rel=1e-12)
     assert _ci95(np.array([1.0, 2.0, 3.0])) == pytest.approx(4.302652729749462 / np.sqrt(3), rel=1e-12)
     assert np.isnan(_ci95(np.array([5.0])))
+
+
+def test_a_ratios_interval_comes_from_the_paired_replicas():
+    """a = [3, 4, 8] over b = [1, 2, 3]: ratio 5 / 2, differences a - 2.5 b = [0.5, -1, 0.5] (s = sqrt 0.75),
+    so t(0.975, 2) x s / sqrt 3 over mean(b) = 2. Replicas that move together give none; pairs are the first
+    as many as both have, and one pair gives no interval."""
+    expected = 4.302652729749462 * np.sqrt(0.75) / np.sqrt(3) / 2.0
+    assert ratio_ci95([3.0, 4.0, 8.0], [1.0, 2.0, 3.0], 2.5) == pytest.approx(expected, rel=1e-12)
+    assert ratio_ci95([3.0, 4.0, 8.0, 100.0], [1.0, 2.0, 3.0], 2.5) == pytest.approx(expected, rel=1e-12)
+    assert ratio_ci95(np.array([2.0, 4.0, 6.0]), np.array([1.0, 2.0, 3.0]), 2.0) == 0.0
+    assert np.isnan(ratio_ci95([3.0], [1.0, 2.0], 3.0)) and np.isnan(ratio_ci95([], [], 1.0))
 
 
 def test_a_cap_of_one_block_runs_one_block_even_when_the_target_is_not_met(ws, setting):

@@ -3,9 +3,13 @@ the operator scheduler, from the simulator's experiment tables."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
 import pandas as pd
 
 from adsl.perf.roofline import throughput_limit
+from adsl.sim.experiment import ratio_ci95
 from adsl.sim.systems import in_order
 from adsl.workspace import Workspace
 
@@ -15,17 +19,27 @@ def pairs_in_order(ws: Workspace, df: pd.DataFrame) -> list[str]:
     return [p for p in ws.models.pairs if p in set(df.pair)]
 
 
-def _normalized(df: pd.DataFrame, metric: str, base: str, keys: list[str], ci: str | None = None) -> pd.DataFrame:
+def _normalized(
+    df: pd.DataFrame, metric: str, base: str, keys: list[str], ci: str | None = None, replicas: str | None = None
+) -> pd.DataFrame:
     """``metric`` divided by the ``base`` system's value at the same ``keys``; with ``ci`` (the metric's 95 %
-    half-width column) also ``normalized_ci95``, that interval over the base's value, where the base's own
-    interval is 0 (an AD baseline decodes without acceptance streams, the same in every replica) and NaN
-    where it is not (a ratio of two uncertain means needs the replicas' ratios, which the table lacks)."""
-    cols = [metric] if ci is None else [metric, ci]
-    ref = df[df.system == base].set_index(keys)[cols].rename(columns={metric: "_ref", ci: "_ref_ci"})
+    half-width column) also ``normalized_ci95``: where the base's own interval is 0 (an AD baseline decodes
+    without acceptance streams, the same in every replica) that interval over the base's value; where it is
+    not, from the replicas' paired values (``replicas``, a list column: ``adsl.sim.experiment.ratio_ci95``),
+    else NaN (a ratio of two uncertain means is not the ratio of their intervals)."""
+    cols = [c for c in (metric, ci, replicas) if c is not None]
+    names = {metric: "_ref", ci: "_ref_ci", replicas: "_ref_replicas"}
+    ref = df[df.system == base].set_index(keys)[cols].rename(columns=names)
     out = df.join(ref, on=keys)
     out["normalized"] = out[metric] / out["_ref"]
     if ci is not None:  # NaN == 0 is false: no base, no interval
         out["normalized_ci95"] = (out[ci] / out["_ref"]).where(out["_ref_ci"] == 0)
+    if replicas is not None:
+        paired = [
+            ratio_ci95(a, b, r) if isinstance(b, Sequence | np.ndarray) else np.nan
+            for a, b, r in zip(out[replicas], out["_ref_replicas"], out["normalized"], strict=True)
+        ]
+        out["normalized_ci95"] = out["normalized_ci95"].where(out["_ref_ci"] == 0, paired)
     return out.drop(columns=[*ref.columns])
 
 
@@ -64,9 +78,11 @@ def fig13_table(ws: Workspace, experiment: str) -> pd.DataFrame:
 
 def fig14_table(ws: Workspace, experiment: str) -> pd.DataFrame:
     del ws
-    df = _normalized(pd.read_parquet(experiment), "throughput_tok_s", "PIM-SD", ["batch"])
+    df = _normalized(
+        pd.read_parquet(experiment), "throughput_tok_s", "PIM-SD", ["batch"], "throughput_ci95", "throughput_replicas"
+    )
     return (
-        df[["batch", "system", "throughput_tok_s", "normalized"]]
+        df[["batch", "system", "throughput_tok_s", "throughput_ci95", "normalized", "normalized_ci95"]]
         .sort_values(["batch", "system"])
         .reset_index(drop=True)
     )
@@ -207,13 +223,12 @@ def _one_panel(df, x, order, xlabel, ylabel, title, err: str | None = None):
 def fig14_ablation(ws: Workspace, df: pd.DataFrame):
     """Paper Fig. 14, modelled: what each SADDLE mechanism adds on OPT-66B + OPT-1.3B: adaptive length only
     (SADDLE-d), + Shared Pool (SADDLE-p, sequential), + Eager Pool (SADDLE-s, asynchronous, static FC->GPU /
-    attention->PIM), + operator scheduler (SADDLE); throughput normalised to PIM-SD at the same batch. No error
-    bars: PIM-SD's own throughput is uncertain, and the interval of a ratio of two means needs the replicas'
-    paired ratios, which the experiment table does not keep."""
+    attention->PIM), + operator scheduler (SADDLE); throughput normalised to PIM-SD at the same batch. Error bars:
+    95 % intervals of each ratio over the replicas, paired (replica i of every system draws the same acceptance
+    streams, so the ratio's interval comes from the replicas' paired throughputs by the delta method)."""
     del ws
-    return _one_panel(
-        df, "batch", in_order(df.system), "Batch size", "Throughput (norm. to PIM-SD)", "Ablation, OPT-66B"
-    ), df
+    labels = ("Batch size", "Throughput (norm. to PIM-SD)", "Ablation, OPT-66B (95 % intervals, paired)")
+    return _one_panel(df, "batch", in_order(df.system), *labels, err="normalized_ci95"), df
 
 
 def fig15a_seqlen(ws: Workspace, df: pd.DataFrame):

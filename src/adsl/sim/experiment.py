@@ -76,6 +76,16 @@ def _ci95(values: np.ndarray) -> float:
     return float(stats.t.ppf(0.975, values.size - 1) * values.std(ddof=1) / np.sqrt(values.size))
 
 
+def ratio_ci95(a, b, ratio: float) -> float:
+    """Half-width of the 95 % interval of ``ratio`` = mean(a) / mean(b) where ``a[i]`` and ``b[i]`` ran on
+    replica i's streams (common random numbers: every system at a batch draws the same): the delta method
+    on the paired differences a_i - ratio x b_i, Student t over the pairs (the first as many as both have).
+    Pairing takes out what the two runs share, so the interval is narrower than either mean's."""
+    n = min(len(a), len(b))
+    a, b = np.asarray(a[:n], dtype=float), np.asarray(b[:n], dtype=float)
+    return _ci95(a - ratio * b) / float(b.mean()) if n else float("nan")
+
+
 @dataclass(frozen=True)
 class Point:
     """One configuration point of a sweep."""
@@ -468,6 +478,7 @@ def point_row(p: PointInputs, res: RunResult, pair_name: str, system_name: str, 
         throughput_tok_s=float(res.throughput_tok_s.mean()),
         throughput_std=float(res.throughput_tok_s.std()),
         throughput_ci95=_ci95(res.throughput_tok_s),
+        throughput_replicas=[float(v) for v in res.throughput_tok_s],  # replica i: the same streams in every system
         replicas=int(res.time_s.size),
         tokens_per_j=float(res.tokens_per_j.mean()),
         tokens_per_j_ci95=_ci95(res.tokens_per_j),
