@@ -318,6 +318,25 @@ def test_a_normalised_interval_is_given_only_over_a_base_without_one():
     assert "normalized_ci95" not in _normalized(df, "throughput_tok_s", "GPU-AD", ["batch"])
 
 
+def test_fig14_table_gives_each_ratio_its_paired_interval(ws, tmp_path):
+    """Fig. 14's table over PIM-SD from an ablation table with three replicas a point: the ratio, its
+    interval from the paired replicas, none for PIM-SD over itself; nothing else in the table."""
+    reps = {("PIM-SD", 16): [90.0, 110.0, 100.0], ("SADDLE", 16): [240.0, 270.0, 240.0]}
+    reps |= {("PIM-SD", 32): [200.0, 220.0, 210.0], ("SADDLE", 32): [200.0, 240.0, 220.0]}
+    rows = [
+        dict(batch=b, system=s, throughput_tok_s=float(np.mean(v)), throughput_ci95=1.0, throughput_replicas=v)
+        for (s, b), v in reps.items()
+    ]
+    pd.DataFrame(rows).to_parquet(tmp_path / "ablation.parquet")
+    df = compute_table("fig14", ws, experiment=str(tmp_path / "ablation.parquet"))
+    cols = ["batch", "system", "throughput_tok_s", "throughput_ci95", "normalized", "normalized_ci95"]
+    assert list(df.columns) == cols and list(df.index) == [0, 1, 2, 3]
+    got = df.set_index(["system", "batch"]).normalized_ci95
+    assert got[("SADDLE", 16)] == ratio_ci95(reps[("SADDLE", 16)], reps[("PIM-SD", 16)], 2.5) > 0
+    assert got[("SADDLE", 32)] == ratio_ci95(reps[("SADDLE", 32)], reps[("PIM-SD", 32)], 220.0 / 210.0) > 0
+    assert got[("PIM-SD", 16)] == got[("PIM-SD", 32)] == 0.0
+
+
 def test_a_normalised_interval_over_an_uncertain_base_comes_from_the_paired_replicas():
     """Over a base with an interval of its own the replicas' paired throughputs give the ratio's interval
     (``ratio_ci95``); over a base without one it stays the system's half-width over the base's value; the base
@@ -325,13 +344,13 @@ def test_a_normalised_interval_over_an_uncertain_base_comes_from_the_paired_repl
     from adsl.figures.evaluation import _normalized
     from adsl.sim.experiment import ratio_ci95
 
-    reps = [[90.0, 110.0, 100.0], [240.0, 270.0, 240.0], [100.0] * 3, [240.0, 260.0, 250.0]]
+    reps = [[90.0, 110.0, 100.0], [240.0, 270.0, 240.0], [100.0] * 3, [240.0, 260.0, 250.0], [1.0, 2.0]]
     df = pd.DataFrame(
         dict(
-            batch=[16, 16, 64, 64],
-            system=["PIM-SD", "SADDLE", "PIM-SD", "SADDLE"],
-            throughput_tok_s=[100.0, 250.0, 100.0, 250.0],
-            throughput_ci95=[24.8, 42.9, 0.0, 24.8],
+            batch=[16, 16, 64, 64, 32],  # no base at batch 32
+            system=["PIM-SD", "SADDLE", "PIM-SD", "SADDLE", "SADDLE"],
+            throughput_tok_s=[100.0, 250.0, 100.0, 250.0, 1.5],
+            throughput_ci95=[24.8, 42.9, 0.0, 24.8, 6.4],
             throughput_replicas=reps,
         )
     )
@@ -340,5 +359,6 @@ def test_a_normalised_interval_over_an_uncertain_base_comes_from_the_paired_repl
     assert out[(16, "SADDLE")] == ratio_ci95(reps[1], reps[0], 2.5) and 0 < out[(16, "SADDLE")] < 42.9 / 100
     assert out[(16, "PIM-SD")] == 0.0
     assert out[(64, "SADDLE")] == 24.8 / 100 and out[(64, "PIM-SD")] == 0.0
+    assert np.isnan(out[(32, "SADDLE")])
     plain = _normalized(df, "throughput_tok_s", "PIM-SD", ["batch"], "throughput_ci95")
     assert plain.set_index(["batch", "system"]).normalized_ci95[[(16, "SADDLE"), (16, "PIM-SD")]].isna().all()

@@ -82,8 +82,9 @@ def ratio_ci95(a, b, ratio: float) -> float:
     on the paired differences a_i - ratio x b_i, Student t over the pairs (the first as many as both have).
     Pairing takes out what the two runs share, so the interval is narrower than either mean's."""
     n = min(len(a), len(b))
-    a, b = np.asarray(a[:n], dtype=float), np.asarray(b[:n], dtype=float)
-    return _ci95(a - ratio * b) / float(b.mean()) if n else float("nan")
+    if not n:  # no mean of nothing (one pair: _ci95 gives no interval)
+        return np.nan
+    return _ci95(np.asarray(a[:n]) - ratio * np.asarray(b[:n])) / float(np.mean(b[:n]))
 
 
 @dataclass(frozen=True)
