@@ -126,6 +126,61 @@ def test_paper_comparison_uses_the_papers_averaging(ws, tmp_path):
     assert df.source.tolist() == headlines.source.tolist()
 
 
+def test_paper_comparison_gives_the_gains_interval_over_the_replicas(ws, tmp_path):
+    """Each replica alone gives a gain (replica 1: SADDLE / GPU-AD (3, 2) over PIM-SD / GPU-AD (1, 2) = 2.5 / 1.5;
+    replica 2: (2, 2) over (1, 2) = 2 / 1.5); the interval is Student t over those two, t(0.975, 1) x |5/3 - 4/3|
+    / 2. Without a metric's per-replica column the interval is NaN."""
+    reps = {"GPU-AD": ([100, 100], [200, 200]), "SADDLE": ([300, 200], [400, 400]), "PIM-SD": ([100, 100], [400, 400])}
+    reps |= {"GPU-SD": ([150, 150], [300, 300]), "PIM-AD": ([200, 200], [300, 300])}
+    rows = [
+        dict(
+            pair="OPT-66B",
+            batch=b,
+            system=s,
+            throughput_tok_s=float(np.mean(v[i])),
+            throughput_replicas=[float(x) for x in v[i]],
+            tokens_per_j=1.0,
+        )
+        for s, v in reps.items()
+        for i, b in enumerate((16, 32))
+    ]
+    path = tmp_path / "main.parquet"
+    pd.DataFrame(rows).to_parquet(path)
+    df = compute_table("paper_comparison", ws, experiment=str(path), headlines=str(ws.path("data/paper_headlines.csv")))
+    got = df.set_index(["metric", "baseline"]).ours_ci95
+    assert got[("throughput", "PIM-SD")] == pytest.approx(12.706204736174694 * (5 / 3 - 4 / 3) / 2, rel=1e-12)
+    assert got[("throughput", "GPU-AD")] == pytest.approx(12.706204736174694 * (2.5 - 2.0) / 2, rel=1e-12)
+    assert got[[("throughput", "GPU-SD"), ("throughput", "PIM-AD")]].gt(0).all()
+    assert got[[k for k in got.index if k[0] == "energy_efficiency"]].isna().all()
+
+
+def test_paper_comparison_draws_our_interval_on_each_of_our_bars(ws):
+    """One error bar per bar of ours, centred on it at its height and as long as its interval; none on the
+    paper's bars."""
+    import matplotlib.pyplot as plt
+    from matplotlib.container import ErrorbarContainer
+
+    from adsl.figures.breakdown import fig_paper_comparison
+
+    rows = [
+        dict(metric=m, baseline=b, ours=o + k, ours_ci95=0.01 * (k + 1) + e, paper=3.0 + k)
+        for k, b in enumerate(("GPU-AD", "PIM-SD"))
+        for m, o, e in (("throughput", 1.5, 0.0), ("energy_efficiency", 1.2, 0.05))
+    ]
+    df = pd.DataFrame(rows)
+    fig, _ = fig_paper_comparison(ws, df)
+    drawn = []
+    for ax in fig.axes:
+        ours = ax.containers[0]
+        for c in (c for c in ax.containers if isinstance(c, ErrorbarContainer)):
+            x, y = c.lines[0].get_xdata()[0], c.lines[0].get_ydata()[0]
+            top = c.lines[2][0].get_segments()[0][1][1]
+            assert any(abs(b.get_x() + b.get_width() / 2 - x) < 1e-9 and b.get_height() == y for b in ours)
+            drawn.append((round(y, 9), round(top - y, 9)))
+    plt.close(fig)
+    assert sorted(drawn) == sorted((round(r["ours"], 9), round(r["ours_ci95"], 9)) for r in rows)
+
+
 def test_paper_comparison_names_what_is_missing(ws, tmp_path):
     from adsl.figures.breakdown import paper_average_gain
 

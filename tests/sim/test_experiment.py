@@ -137,6 +137,7 @@ def test_the_row_reads_each_column_off_the_run(saddle):
         assert row[k] == pytest.approx(v, rel=1e-12) if isinstance(v, float) else row[k] == v, k
     assert row["throughput_ci95"] == pytest.approx(12.706204736174694 * 12.5, rel=1e-12)
     assert row["throughput_replicas"] == [50.0, 75.0]  # in replica order
+    assert row["tokens_per_j_replicas"] == [10.0, 10.0]
     need, have = saddle.memory
     assert (row["memory_needed_gb"], row["memory_available_gb"]) == (need / 1e9, have / 1e9)
 

@@ -12,7 +12,7 @@ from adsl.config import load_config
 from adsl.errors import ConfigError
 from adsl.fitting.distributions import fit_confidence
 from adsl.settings import Precision
-from adsl.sim.experiment import Point, _ci95, point_inputs, ratio_ci95, run_point, simulate_point
+from adsl.sim.experiment import Point, ci95, point_inputs, ratio_ci95, run_point, simulate_point
 from adsl.sim.result import concat
 from adsl.sim.workload import Workload
 
@@ -124,9 +124,9 @@ def test_concat_numbers_the_requests_of_each_run_on(ws):
 def test_ci95_is_students_t_half_width_from_two_replicas_on():
     """Half-width t(0.975, n - 1) x s / sqrt(n): [1, 3] has s = sqrt 2, so t(0.975, 1) = 12.7062; one
     replica has no interval."""
-    assert _ci95(np.array([1.0, 3.0])) == pytest.approx(12.706204736174694, rel=1e-12)
-    assert _ci95(np.array([1.0, 2.0, 3.0])) == pytest.approx(4.302652729749462 / np.sqrt(3), rel=1e-12)
-    assert np.isnan(_ci95(np.array([5.0])))
+    assert ci95(np.array([1.0, 3.0])) == pytest.approx(12.706204736174694, rel=1e-12)
+    assert ci95(np.array([1.0, 2.0, 3.0])) == pytest.approx(4.302652729749462 / np.sqrt(3), rel=1e-12)
+    assert np.isnan(ci95(np.array([5.0])))
 
 
 def test_a_ratios_interval_comes_from_the_paired_replicas():

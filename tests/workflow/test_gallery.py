@@ -37,8 +37,11 @@ def test_the_readme_quotes_the_committed_headline():
         for who, col in (("ours", "ours"), ("paper", "paper")):
             row = re.search(rf"^\| {label}, {who} \|(.*)\|$", readme, re.M)
             assert row, f"README row '{label}, {who}'"
-            quoted = [float(v) for v in row.group(1).split("|")]
-            expected = [round(float(table.loc[(metric, b), col]), 2) for b in ("GPU-AD", "GPU-SD", "PIM-AD", "PIM-SD")]
+            cells = [v.split("±") for v in row.group(1).split("|")]  # ours: value ± its 95 % interval
+            quoted = [tuple(float(x) for x in c) for c in cells]
+            cols = [col, "ours_ci95"] if who == "ours" else [col]
+            baselines = ("GPU-AD", "GPU-SD", "PIM-AD", "PIM-SD")
+            expected = [tuple(round(float(table.loc[(metric, b), c]), 2) for c in cols) for b in baselines]
             assert quoted == expected, (metric, who)
 
 

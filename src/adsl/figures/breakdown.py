@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from adsl.perf.cost import pass_cost
+from adsl.sim.experiment import ci95
 from adsl.workspace import Workspace
 
 # cost-model operator classes -> the paper's Fig. 17 components
@@ -99,6 +100,18 @@ def paper_average_gain(df: pd.DataFrame, metric: str, system: str, baseline: str
     return float((wide[system] / wide[norm]).mean() / (wide[baseline] / wide[norm]).mean())
 
 
+def paper_gain_ci95(df: pd.DataFrame, replicas: str, system: str, baseline: str, norm: str = "GPU-AD") -> float:
+    """Half-width of the 95 % interval of ``paper_average_gain``: the gain computed on each replica alone (replica
+    i of every point and system: one whole replicate of the experiment, the same streams for every system at a
+    point), Student t over those; ``replicas`` is the metric's per-replica list column (NaN without it)."""
+    if replicas not in df:
+        return np.nan
+    n = int(df[replicas].map(len).min())  # the replicas every point has (a precision target can add blocks)
+    each = np.stack([np.asarray(v)[:n] for v in df[replicas]])
+    gains = [paper_average_gain(df.assign(_one=each[:, i]), "_one", system, baseline, norm) for i in range(n)]
+    return ci95(np.array(gains))
+
+
 def paper_comparison_table(ws: Workspace, experiment: str, headlines: str) -> pd.DataFrame:
     """SADDLE's average gain over each baseline as the paper computes it (``paper_average_gain``) over the
     (pair, batch) points of the main experiment, next to the paper's stated numbers."""
@@ -106,6 +119,7 @@ def paper_comparison_table(ws: Workspace, experiment: str, headlines: str) -> pd
     df = pd.read_parquet(experiment)
     paper = pd.read_csv(headlines)
     columns = {"throughput": "throughput_tok_s", "energy_efficiency": "tokens_per_j"}
+    replicas = {"throughput": "throughput_replicas", "energy_efficiency": "tokens_per_j_replicas"}
     rows = []
     for _, p in paper.iterrows():
         if p.metric not in columns:
@@ -116,6 +130,7 @@ def paper_comparison_table(ws: Workspace, experiment: str, headlines: str) -> pd
                 metric=p.metric,
                 baseline=p.baseline,
                 ours=ours,
+                ours_ci95=paper_gain_ci95(df, replicas[p.metric], "SADDLE", p.baseline),
                 paper=float(p.paper_value),
                 ratio_ours_to_paper=ours / float(p.paper_value),
                 points=int((df.system == "SADDLE").sum()),
@@ -220,13 +235,20 @@ def area(ws: Workspace, df: pd.DataFrame):
 def fig_paper_comparison(ws: Workspace, df: pd.DataFrame):
     """SADDLE's average throughput and energy-efficiency gains over each baseline, computed as the paper does
     (ratio of arithmetic means over the 12 pair x batch points of Fig. 12/13), next to the paper's stated
-    headline numbers (data/paper_headlines.csv). Differences are discussed in the README."""
+    headline numbers (data/paper_headlines.csv), ours with its 95 % interval (the gain computed on each replica
+    alone, Student t over the replicas). Differences are discussed in the README."""
     import seaborn as sns
 
     del ws
     long = df.melt(id_vars=["metric", "baseline"], value_vars=["ours", "paper"], var_name="source", value_name="gain")
     g = sns.catplot(data=long, x="baseline", y="gain", hue="source", col="metric", kind="bar", height=3.2, aspect=1.1)
     g.set_axis_labels("", "SADDLE average gain (paper's averaging)")
-    for ax in g.axes.flat:
+    for ax, metric in zip(g.axes.flat, g.col_names, strict=True):
         ax.axhline(1.0, color="0.3", lw=0.8, ls="--")
+        err = df[df.metric == metric].set_index("baseline").ours_ci95
+        names = [t.get_text() for t in ax.get_xticklabels()]
+        for bar, name in zip(ax.containers[0], names, strict=True):  # the first hue level: ours
+            ax.errorbar(
+                bar.get_x() + bar.get_width() / 2, bar.get_height(), yerr=err[name], color="k", lw=0.8, capsize=2
+            )
     return g.figure, df

@@ -69,7 +69,7 @@ def request_categories(categories: list[str], batch: int) -> dict[str, np.ndarra
     return {c: np.flatnonzero(cats == c) for c in categories if (cats == c).any()}
 
 
-def _ci95(values: np.ndarray) -> float:
+def ci95(values: np.ndarray) -> float:
     """Half-width of the 95 % confidence interval of the mean over replicas (Student t)."""
     if values.size < 2:
         return float("nan")
@@ -83,9 +83,9 @@ def ratio_ci95(a, b, ratio: float) -> float:
     Pairing takes out what the two runs share: in Fig. 14 0.6-1.5 % of a ratio, where two independent means
     would give 1.0-4.4 % (its coverage: ``tools/paired_coverage.py``)."""
     n = min(len(a), len(b))
-    if not n:  # no mean of nothing (one pair: _ci95 gives no interval)
+    if not n:  # no mean of nothing (one pair: ci95 gives no interval)
         return np.nan
-    return _ci95(np.asarray(a[:n]) - ratio * np.asarray(b[:n])) / float(np.mean(b[:n]))
+    return ci95(np.asarray(a[:n]) - ratio * np.asarray(b[:n])) / float(np.mean(b[:n]))
 
 
 @dataclass(frozen=True)
@@ -445,7 +445,7 @@ def run_point(
     blocks = max(1, sim.precision.max_replicas // sim.replicas)
     while len(runs) < blocks:
         tput = np.concatenate([r.throughput_tok_s for r in runs])
-        if sim.precision.met(_ci95(tput), float(tput.mean())):
+        if sim.precision.met(ci95(tput), float(tput.mean())):
             break
         runs.append(simulate_point(point_inputs(ws, sim, point, models, taus, block=len(runs))))
     row = point_row(p, concat(runs), point.pair, point.system, point.draft_length)
@@ -479,11 +479,12 @@ def point_row(p: PointInputs, res: RunResult, pair_name: str, system_name: str, 
         fits_memory=need <= have,
         throughput_tok_s=float(res.throughput_tok_s.mean()),
         throughput_std=float(res.throughput_tok_s.std()),
-        throughput_ci95=_ci95(res.throughput_tok_s),
+        throughput_ci95=ci95(res.throughput_tok_s),
         throughput_replicas=[float(v) for v in res.throughput_tok_s],  # replica i: the same streams in every system
         replicas=int(res.time_s.size),
         tokens_per_j=float(res.tokens_per_j.mean()),
-        tokens_per_j_ci95=_ci95(res.tokens_per_j),
+        tokens_per_j_ci95=ci95(res.tokens_per_j),
+        tokens_per_j_replicas=[float(v) for v in res.tokens_per_j],
         time_s=float(res.time_s.mean()),
         tokens=int(res.tokens[0]),
         window_tokens=float(res.tokens.mean()),  # the stage and time columns' token count (replica mean)
