@@ -129,7 +129,10 @@ def test_paper_comparison_uses_the_papers_averaging(ws, tmp_path):
 def test_paper_comparison_gives_the_gains_interval_over_the_replicas(ws, tmp_path):
     """Each replica alone gives a gain (replica 1: SADDLE / GPU-AD (3, 2) over PIM-SD / GPU-AD (1, 2) = 2.5 / 1.5;
     replica 2: (2, 2) over (1, 2) = 2 / 1.5); the interval is Student t over those two, t(0.975, 1) x |5/3 - 4/3|
-    / 2. Without a metric's per-replica column the interval is NaN."""
+    / 2; normalised to PIM-AD instead, 17 / 11 and 14 / 11. Tokens/J: SADDLE (2, 1) over everyone's 1, so the
+    gain over every baseline is 2 then 1. Without a metric's per-replica column the interval is NaN."""
+    from adsl.figures.breakdown import paper_gain_ci95
+
     reps = {"GPU-AD": ([100, 100], [200, 200]), "SADDLE": ([300, 200], [400, 400]), "PIM-SD": ([100, 100], [400, 400])}
     reps |= {"GPU-SD": ([150, 150], [300, 300]), "PIM-AD": ([200, 200], [300, 300])}
     rows = [
@@ -139,7 +142,8 @@ def test_paper_comparison_gives_the_gains_interval_over_the_replicas(ws, tmp_pat
             system=s,
             throughput_tok_s=float(np.mean(v[i])),
             throughput_replicas=[float(x) for x in v[i]],
-            tokens_per_j=1.0,
+            tokens_per_j=1.5 if s == "SADDLE" else 1.0,
+            tokens_per_j_replicas=[2.0, 1.0] if s == "SADDLE" else [1.0, 1.0],
         )
         for s, v in reps.items()
         for i, b in enumerate((16, 32))
@@ -151,7 +155,14 @@ def test_paper_comparison_gives_the_gains_interval_over_the_replicas(ws, tmp_pat
     assert got[("throughput", "PIM-SD")] == pytest.approx(12.706204736174694 * (5 / 3 - 4 / 3) / 2, rel=1e-12)
     assert got[("throughput", "GPU-AD")] == pytest.approx(12.706204736174694 * (2.5 - 2.0) / 2, rel=1e-12)
     assert got[[("throughput", "GPU-SD"), ("throughput", "PIM-AD")]].gt(0).all()
-    assert got[[k for k in got.index if k[0] == "energy_efficiency"]].isna().all()
+    t = 12.706204736174694
+    assert all(got[("energy_efficiency", b)] == pytest.approx(t / 2, rel=1e-12) for b in ("GPU-AD", "PIM-SD"))
+    wide = pd.read_parquet(path)
+    by_pim_ad = paper_gain_ci95(wide, "throughput_replicas", "SADDLE", "PIM-SD", norm="PIM-AD")
+    assert by_pim_ad == pytest.approx(t * (17 / 11 - 14 / 11) / 2, rel=1e-12)
+    assert np.isnan(
+        paper_gain_ci95(wide.drop(columns="throughput_replicas"), "throughput_replicas", "SADDLE", "GPU-AD")
+    )
 
 
 def test_paper_comparison_draws_our_interval_on_each_of_our_bars(ws):
