@@ -30,6 +30,7 @@ BY_REPLICAS = (
     "throughput_ci95",
     "tokens_per_j_ci95",
     "throughput_replicas",
+    "tokens_per_j_replicas",
 )
 
 
@@ -44,7 +45,7 @@ def _close(new: pd.DataFrame, old: pd.DataFrame, name: str) -> None:
         a, b = new[col][rows], old[col][rows]
         if pd.api.types.is_numeric_dtype(old[col]):
             pd.testing.assert_series_equal(a, b, rtol=0.05, atol=1e-12, check_dtype=False, obj=name)
-        elif col == "throughput_replicas":  # each replica's value (a list a row): numbers too
+        elif col.endswith("_replicas"):  # each replica's value (a list a row): numbers too
             np.testing.assert_allclose(np.concatenate(list(a)), np.concatenate(list(b)), rtol=0.05, err_msg=name)
         else:
             assert a.equals(b), (name, col)
