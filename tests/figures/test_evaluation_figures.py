@@ -192,6 +192,49 @@ def test_paper_comparison_draws_our_interval_on_each_of_our_bars(ws):
     assert sorted(drawn) == sorted((round(r["ours"], 9), round(r["ours_ci95"], 9)) for r in rows)
 
 
+def test_the_attribution_gives_each_steps_gain_its_interval(ws, tmp_path):
+    """Each step's gain over each baseline carries ``paper_gain_ci95`` of that step's table, and the figure
+    draws it as an error bar at every step of every baseline's line."""
+    import matplotlib.pyplot as plt
+    from matplotlib.container import ErrorbarContainer
+
+    from adsl.figures.attribution import fidelity_attribution
+    from adsl.figures.breakdown import paper_gain_ci95
+
+    rng = np.random.default_rng(3)
+    steps = []
+    for step in (0, 1):
+        rows = []
+        for s in ("GPU-AD", "GPU-SD", "PIM-AD", "PIM-SD", "SADDLE"):
+            for b in (16, 32):
+                tput, tpj = rng.uniform(100, 200, 4), rng.uniform(1, 2, 4)
+                rows.append(
+                    dict(
+                        step=step,
+                        pair="OPT-66B",
+                        batch=b,
+                        system=s,
+                        throughput_tok_s=tput.mean(),
+                        throughput_replicas=list(tput),
+                        tokens_per_j=tpj.mean(),
+                        tokens_per_j_replicas=list(tpj),
+                    )
+                )
+        steps.append(tmp_path / f"step{step}.parquet")
+        pd.DataFrame(rows).to_parquet(steps[-1])
+    heads = str(ws.path("data/paper_headlines.csv"))
+    df = compute_table("fidelity_attribution", ws, steps=[str(p) for p in steps], headlines=heads)
+    assert len(df) == 2 * 2 * 4
+    for r in df.itertuples():
+        col = "throughput_replicas" if r.metric == "throughput" else "tokens_per_j_replicas"
+        want = paper_gain_ci95(pd.read_parquet(steps[r.step]), col, "SADDLE", r.baseline)
+        assert r.gain_ci95 == want > 0, (r.step, r.metric, r.baseline)
+    fig, _ = fidelity_attribution(ws, df)
+    bars = [[c for c in ax.containers if isinstance(c, ErrorbarContainer)] for ax in fig.axes]
+    plt.close(fig)
+    assert [len(b) for b in bars] == [4, 4] and all(len(c.lines[2][0].get_segments()) == 2 for b in bars for c in b)
+
+
 def test_paper_comparison_names_what_is_missing(ws, tmp_path):
     from adsl.figures.breakdown import paper_average_gain
 

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import pandas as pd
 
-from adsl.figures.breakdown import paper_average_gain
+from adsl.figures.breakdown import paper_average_gain, paper_gain_ci95
 from adsl.settings import plain
 from adsl.sim.attribution import cumulative, is_default
 from adsl.workspace import Workspace
 
 BASELINES = ("GPU-AD", "GPU-SD", "PIM-AD", "PIM-SD")
 METRICS = {"throughput": "throughput_tok_s", "energy_efficiency": "tokens_per_j"}
+REPLICAS = {"throughput": "throughput_replicas", "energy_efficiency": "tokens_per_j_replicas"}
 
 
 def attribution_table(ws: Workspace, steps: list[str], headlines: str) -> pd.DataFrame:
-    """One row per step x metric x baseline: SADDLE's gain, the paper's number, the step's overrides."""
+    """One row per step x metric x baseline: SADDLE's gain and its 95 % interval over the replicas
+    (``paper_gain_ci95``), the paper's number, the step's overrides."""
     sim_settings = ws.settings.simulation
     spec = sim_settings.attribution
     raw = plain(sim_settings.raw["attribution"])  # each step as configured
@@ -34,6 +36,7 @@ def attribution_table(ws: Workspace, steps: list[str], headlines: str) -> pd.Dat
                         metric=metric,
                         baseline=b,
                         gain=paper_average_gain(df, col, "SADDLE", b),
+                        gain_ci95=paper_gain_ci95(df, REPLICAS[metric], "SADDLE", b),
                         paper=float(paper.get((metric, b), float("nan"))),
                         today=is_default(sim_settings, i),
                         changes=repr({k: v for k, v in raw[i].items() if k != "name"}),
@@ -50,7 +53,7 @@ def fidelity_attribution(ws: Workspace, df: pd.DataFrame):
     micro-batch, no static power) to today's defaults (dashed line), then assumptions that lean toward the
     paper (the paper's pool trigger, a lower all-reduce latency, GPU attention as the AttAcc simulator
     charges it, more PE registers, no static power). Every step is a configuration override listed in the
-    table; nothing is fitted. Dotted lines: the paper's numbers."""
+    table; nothing is fitted. Dotted lines: the paper's numbers; error bars: 95 % intervals over the replicas."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
@@ -61,7 +64,7 @@ def fidelity_attribution(ws: Workspace, df: pd.DataFrame):
     for ax, (metric, part) in zip(axes, df.groupby("metric", sort=False), strict=True):
         for b, g in part.groupby("baseline"):
             g = g.sort_values("step")
-            ax.plot(g.step, g.gain, marker="o", color=colors[b], label=f"over {b}")
+            ax.errorbar(g.step, g.gain, yerr=g.gain_ci95, marker="o", color=colors[b], capsize=2, label=f"over {b}")
             ax.axhline(g.paper.iloc[0], color=colors[b], ls=":", lw=1)
         today = part[part.today].step.unique()
         for t in today:
@@ -70,5 +73,6 @@ def fidelity_attribution(ws: Workspace, df: pd.DataFrame):
         ax.set_xticks(range(len(names)), names, rotation=55, ha="right", fontsize=7)
         ax.set(ylabel="SADDLE average gain (paper's averaging)", title=metric.replace("_", " "))
     axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.suptitle("Where the gain comes from (dotted: the paper's numbers; dashed: today's defaults)", y=1.02)
+    title = "Where the gain comes from (dotted: the paper's numbers; dashed: today's defaults; bars: 95 % intervals)"
+    fig.suptitle(title, y=1.02)
     return fig, df
