@@ -235,6 +235,36 @@ def test_the_attribution_gives_each_steps_gain_its_interval(ws, tmp_path):
     assert [len(b) for b in bars] == [4, 4] and all(len(c.lines[2][0].get_segments()) == 2 for b in bars for c in b)
 
 
+def test_fig19_gives_the_schedulers_speedup_its_paired_interval(ws, tmp_path):
+    """SADDLE over SADDLE-s at each pair: the speedup and its interval from the replicas paired with the static
+    placement's, none for the static placement over itself; one error bar per dynamic bar."""
+    import matplotlib.pyplot as plt
+    from matplotlib.container import ErrorbarContainer
+
+    from adsl.figures.evaluation import fig19_scheduler
+
+    reps = {("A", "SADDLE-s"): [100.0, 110.0, 90.0], ("A", "SADDLE"): [120.0, 125.0, 110.0]}
+    reps |= {("B", "SADDLE-s"): [200.0, 220.0, 210.0], ("B", "SADDLE"): [200.0, 230.0, 220.0]}
+    rows = [
+        dict(pair=p, system=s, throughput_tok_s=float(np.mean(v)), throughput_replicas=v, pim_util=0.5, gpu_util=0.5)
+        | dict(draft_fc_on_pim=0.0, target_attention_on_pim=1.0, class_fc_s=1.0)
+        for (p, s), v in reps.items()
+    ]
+    pd.DataFrame(rows).to_parquet(tmp_path / "scheduler.parquet")
+    df = compute_table("fig19", ws, experiment=str(tmp_path / "scheduler.parquet"))
+    got = df.set_index(["pair", "system"])
+    for p in ("A", "B"):
+        r = got.loc[(p, "SADDLE"), "speedup_vs_static"]
+        assert got.loc[(p, "SADDLE"), "speedup_ci95"] == ratio_ci95(reps[(p, "SADDLE")], reps[(p, "SADDLE-s")], r) > 0
+        assert got.loc[(p, "SADDLE-s"), "speedup_ci95"] == 0.0
+    fig, _ = fig19_scheduler(ws, df)
+    errs = [c for c in fig.axes[1].containers if isinstance(c, ErrorbarContainer)]
+    plt.close(fig)
+    assert sorted(round(c.lines[2][0].get_segments()[0][1][1] - c.lines[0].get_ydata()[0], 9) for c in errs) == sorted(
+        round(got.loc[(p, "SADDLE"), "speedup_ci95"], 9) for p in ("A", "B")
+    )
+
+
 def test_paper_comparison_names_what_is_missing(ws, tmp_path):
     from adsl.figures.breakdown import paper_average_gain
 

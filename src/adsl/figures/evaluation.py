@@ -123,7 +123,9 @@ def fig18_table(ws: Workspace, experiment: str, batch: int, systems: list[str]) 
 
 
 def fig19_table(ws: Workspace, experiment: str) -> pd.DataFrame:
-    """Static (SADDLE-s) vs dynamic (SADDLE) placement: share of operator time on PIM and throughput."""
+    """Static (SADDLE-s) vs dynamic (SADDLE) placement: share of operator time on PIM and throughput, with the
+    speedup's 95 % interval from the replicas paired with the static placement's (``ratio_ci95``; NaN without
+    the experiment's per-replica column)."""
     del ws
     df = pd.read_parquet(experiment)
     cls = [c for c in df.columns if c.startswith("class_")]
@@ -145,6 +147,12 @@ def fig19_table(ws: Workspace, experiment: str) -> pd.DataFrame:
     out = pd.DataFrame(rows)
     static = out[out.scheduler == "static"].set_index("pair").throughput_tok_s
     out["speedup_vs_static"] = out.throughput_tok_s / out.pair.map(static)
+    reps = df.get("throughput_replicas", pd.Series(np.nan, index=df.index))  # rows in df's order, as out's
+    base = dict(zip(df.pair[df.system != "SADDLE"], reps[df.system != "SADDLE"], strict=True))
+    out["speedup_ci95"] = [
+        ratio_ci95(a, base[p], r) if isinstance(a, Sequence | np.ndarray) else np.nan
+        for a, p, r in zip(reps, out.pair, out.speedup_vs_static, strict=True)
+    ]
     return out.sort_values(["pair", "scheduler"], ascending=[True, False]).reset_index(drop=True)
 
 
@@ -274,7 +282,8 @@ def fig18_utilization(ws: Workspace, df: pd.DataFrame):
 def fig19_scheduler(ws: Workspace, df: pd.DataFrame):
     """Paper Fig. 19, modelled: share of device time spent in PIM and throughput without (SADDLE-s: static FC
     ->GPU, attention->PIM) and with the arithmetic-intensity operator scheduler (SADDLE), batch 64, three
-    pairs; throughput normalised to the static placement."""
+    pairs; throughput normalised to the static placement, with 95 % intervals from the replicas paired with
+    the static placement's."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
@@ -282,9 +291,10 @@ def fig19_scheduler(ws: Workspace, df: pd.DataFrame):
     fig, (a, b) = plt.subplots(1, 2, figsize=(8.4, 3.3))
     sns.barplot(data=df, x="pair", y="pim_time_share", hue="scheduler", hue_order=["static", "dynamic"], ax=a)
     a.set(xlabel="", ylabel="Share of device time on PIM", title="Operator placement")
-    sns.barplot(data=df, x="pair", y="speedup_vs_static", hue="scheduler", hue_order=["static", "dynamic"], ax=b)
-    b.axhline(1.0, color="0.3", lw=0.8, ls="--")
-    b.set(xlabel="", ylabel="Throughput (norm. to static)", title="Scheduler effect, batch 64")
+    ylabel, title = "Throughput (norm. to static)", "Scheduler effect, batch 64"
+    err = "speedup_ci95" if "speedup_ci95" in df else None
+    _bars(df, "pair", "speedup_vs_static", "scheduler", ["static", "dynamic"], b, ylabel, title, err)
+    b.set(xlabel="")
     # one legend for both panels, above them and off the bars
     handles, labels = a.get_legend_handles_labels()
     a.get_legend().remove()
