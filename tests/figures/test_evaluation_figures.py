@@ -265,6 +265,23 @@ def test_fig19_gives_the_schedulers_speedup_its_paired_interval(ws, tmp_path):
     )
 
 
+def test_the_policy_gaps_give_each_mean_its_interval_over_the_replicas(ws, tmp_path):
+    """Fixed d over the oracle at two points, per replica: replica 1 (50/100, 80/100) -> mean 0.65, replica 2
+    (150/200, 60/100) -> 0.675; the interval is t(0.975, 1) x 0.025 / 2; the oracle over itself has none."""
+    reps = {("fixed", 16): [50.0, 150.0], ("fixed", 32): [80.0, 60.0]}
+    reps |= {("oracle", 16): [100.0, 200.0], ("oracle", 32): [100.0, 100.0]}
+    rows = [
+        dict(pair="p", system="SADDLE", batch=b, policy=k, throughput_tok_s=float(np.mean(v)), throughput_replicas=v)
+        | dict(mean_draft_length=2.0)
+        for (k, b), v in reps.items()
+    ]
+    pd.DataFrame(rows).to_parquet(tmp_path / "policies.parquet")
+    df = compute_table("policy_gaps", ws, experiment=str(tmp_path / "policies.parquet")).set_index("policy")
+    assert df.loc["fixed", "mean_vs_oracle"] == pytest.approx((100 / 150 + 70 / 100) / 2, rel=1e-12)
+    assert df.loc["fixed", "mean_vs_oracle_ci95"] == pytest.approx(12.706204736174694 * 0.025 / 2, rel=1e-12)
+    assert df.loc["oracle", "mean_vs_oracle_ci95"] == 0.0
+
+
 def test_paper_comparison_names_what_is_missing(ws, tmp_path):
     from adsl.figures.breakdown import paper_average_gain
 

@@ -4,8 +4,10 @@ same system, pair and batch; and the table of each policy's gap to the oracle.""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
+from adsl.sim.experiment import ci95
 from adsl.sim.policies import POLICIES
 from adsl.sim.systems import in_order
 from adsl.workspace import Workspace
@@ -30,14 +32,29 @@ def policies_table(ws: Workspace, experiment: str) -> pd.DataFrame:
     return out.sort_values([*KEYS, "_order"])[cols].reset_index(drop=True)
 
 
+def _mean_ci95(raw: pd.DataFrame) -> pd.Series:
+    """Per (system, policy): the 95 % interval of the mean over the points of throughput / oracle, from that mean
+    computed on each replica alone (replica i of every policy at a point draws the same streams), Student t over
+    the replicas; NaN without the experiment's per-replica column."""
+    if "throughput_replicas" not in raw:
+        return pd.Series(np.nan, index=pd.MultiIndex.from_frame(raw[["system", "policy"]].drop_duplicates()))
+    n = int(raw.throughput_replicas.map(len).min())
+    each = pd.DataFrame(np.stack([np.asarray(v)[:n] for v in raw.throughput_replicas]), index=raw.index)
+    oracle = each[raw.policy == "oracle"].set_axis(pd.MultiIndex.from_frame(raw.loc[raw.policy == "oracle", KEYS]))
+    ratio = each / oracle.loc[pd.MultiIndex.from_frame(raw[KEYS])].to_numpy()
+    per_replica = ratio.groupby([raw.system, raw.policy], sort=False).mean()
+    return per_replica.apply(lambda r: ci95(r.to_numpy()), axis=1)
+
+
 def policy_gaps_table(ws: Workspace, experiment: str) -> pd.DataFrame:
-    """Per (system, policy): mean, min and max of throughput / oracle over pairs and batches, and at how
-    many points it is the best observable policy."""
+    """Per (system, policy): mean (with its 95 % interval, ``_mean_ci95``), min and max of throughput / oracle over
+    pairs and batches, and at how many points it is the best observable policy."""
     df = policies_table(ws, experiment)
     g = df.groupby(["system", "policy"], sort=False)
     return pd.DataFrame(
         {
             "mean_vs_oracle": g.vs_oracle.mean(),
+            "mean_vs_oracle_ci95": _mean_ci95(pd.read_parquet(experiment)),
             "min_vs_oracle": g.vs_oracle.min(),
             "max_vs_oracle": g.vs_oracle.max(),
             "wins": g.best_observable.sum().astype(int),
