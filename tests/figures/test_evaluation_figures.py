@@ -282,6 +282,62 @@ def test_the_policy_gaps_give_each_mean_its_interval_over_the_replicas(ws, tmp_p
     assert df.loc["oracle", "mean_vs_oracle_ci95"] == 0.0
 
 
+def test_the_policy_gap_table_reads_every_column_off_the_points(ws, tmp_path):
+    """Two systems x two batches x three policies, computed here point by point: each (system, policy) row in the
+    policies' own order, its mean, min and max share of the oracle, its wins among the observable policies, its
+    points, and its interval from the first replicas every row has (one row has a fourth); without the
+    per-replica column the same rows with no interval."""
+    from scipy import stats
+
+    rng = np.random.default_rng(5)
+    rows = []
+    for system in ("SADDLE", "GPU-SD"):
+        for batch in (16, 32):
+            for policy in ("goodput", "oracle", "running_product"):
+                v = list(rng.uniform(50, 150, 4 if (system, batch, policy) == ("SADDLE", 16, "goodput") else 3))
+                rows.append(
+                    dict(pair="p", system=system, batch=batch, policy=policy, throughput_tok_s=float(np.mean(v)))
+                    | dict(throughput_replicas=v, mean_draft_length=2.0)
+                )
+    raw = pd.DataFrame(rows)
+    raw.to_parquet(tmp_path / "policies.parquet")
+    df = compute_table("policy_gaps", ws, experiment=str(tmp_path / "policies.parquet"))
+    cols = ["system", "policy", "mean_vs_oracle", "mean_vs_oracle_ci95", "min_vs_oracle", "max_vs_oracle", "wins"]
+    assert list(df.columns) == [*cols, "points"]
+    order = [(s, p) for s in ("GPU-SD", "SADDLE") for p in ("running_product", "goodput", "oracle")]
+    assert list(zip(df.system, df.policy, strict=True)) == order
+    at = raw.set_index(["system", "batch", "policy"])
+    t = stats.t.ppf(0.975, 2)
+    for r in df.itertuples():
+        ratio = [
+            at.loc[(r.system, b, r.policy)].throughput_tok_s / at.loc[(r.system, b, "oracle")].throughput_tok_s
+            for b in (16, 32)
+        ]
+        assert (r.mean_vs_oracle, r.min_vs_oracle, r.max_vs_oracle, r.points) == (
+            np.mean(ratio),
+            min(ratio),
+            max(ratio),
+            2,
+        )
+        best = [at.loc[r.system].loc[b].drop("oracle").throughput_tok_s.idxmax() for b in (16, 32)]
+        assert r.wins == best.count(r.policy) and isinstance(r.wins, int | np.integer)
+        each = [
+            np.mean(
+                [
+                    at.loc[(r.system, b, r.policy)].throughput_replicas[i]
+                    / at.loc[(r.system, b, "oracle")].throughput_replicas[i]
+                    for b in (16, 32)
+                ]
+            )
+            for i in range(3)
+        ]
+        assert r.mean_vs_oracle_ci95 == pytest.approx(t * np.std(each, ddof=1) / np.sqrt(3), rel=1e-9, abs=1e-15)
+    raw.drop(columns="throughput_replicas").to_parquet(tmp_path / "plain.parquet")
+    plain = compute_table("policy_gaps", ws, experiment=str(tmp_path / "plain.parquet"))
+    assert plain.drop(columns="mean_vs_oracle_ci95").equals(df.drop(columns="mean_vs_oracle_ci95"))
+    assert plain.mean_vs_oracle_ci95.isna().all() and list(plain.columns) == list(df.columns)
+
+
 def test_paper_comparison_names_what_is_missing(ws, tmp_path):
     from adsl.figures.breakdown import paper_average_gain
 

@@ -51,10 +51,12 @@ def policy_gaps_table(ws: Workspace, experiment: str) -> pd.DataFrame:
     pairs and batches, and at how many points it is the best observable policy."""
     df = policies_table(ws, experiment)
     g = df.groupby(["system", "policy"], sort=False)
+    mean = g.vs_oracle.mean()
     return pd.DataFrame(
         {
-            "mean_vs_oracle": g.vs_oracle.mean(),
-            "mean_vs_oracle_ci95": _mean_ci95(pd.read_parquet(experiment)),
+            "mean_vs_oracle": mean,
+            # in the table's row order: two indexes in different orders would make the frame sort its rows
+            "mean_vs_oracle_ci95": _mean_ci95(pd.read_parquet(experiment)).reindex(mean.index),
             "min_vs_oracle": g.vs_oracle.min(),
             "max_vs_oracle": g.vs_oracle.max(),
             "wins": g.best_observable.sum().astype(int),
