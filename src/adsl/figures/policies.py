@@ -37,12 +37,12 @@ def _mean_ci95(raw: pd.DataFrame) -> pd.Series:
     computed on each replica alone (replica i of every policy at a point draws the same streams), Student t over
     the replicas; NaN without the experiment's per-replica column."""
     if "throughput_replicas" not in raw:
-        return pd.Series(np.nan, index=pd.MultiIndex.from_frame(raw[["system", "policy"]].drop_duplicates()))
+        return pd.Series(np.nan)  # reindexed by the caller: NaN on every row
     n = int(raw.throughput_replicas.map(len).min())
-    each = pd.DataFrame(np.stack([np.asarray(v)[:n] for v in raw.throughput_replicas]), index=raw.index)
+    each = pd.DataFrame(np.stack([np.asarray(v)[:n] for v in raw.throughput_replicas]))  # raw: a fresh RangeIndex
     oracle = each[raw.policy == "oracle"].set_axis(pd.MultiIndex.from_frame(raw.loc[raw.policy == "oracle", KEYS]))
     ratio = each / oracle.loc[pd.MultiIndex.from_frame(raw[KEYS])].to_numpy()
-    per_replica = ratio.groupby([raw.system, raw.policy], sort=False).mean()
+    per_replica = ratio.groupby([raw.system, raw.policy]).mean()  # in any order: the caller reindexes
     return per_replica.apply(lambda r: ci95(r.to_numpy()), axis=1)
 
 
