@@ -336,6 +336,7 @@ def test_the_policy_gap_table_reads_every_column_off_the_points(ws, tmp_path):
     plain = compute_table("policy_gaps", ws, experiment=str(tmp_path / "plain.parquet"))
     assert plain.drop(columns="mean_vs_oracle_ci95").equals(df.drop(columns="mean_vs_oracle_ci95"))
     assert plain.mean_vs_oracle_ci95.isna().all() and list(plain.columns) == list(df.columns)
+    assert plain.mean_vs_oracle_ci95.dtype == np.float64  # a number column, as with the replicas
 
 
 def test_paper_comparison_names_what_is_missing(ws, tmp_path):
