@@ -7,7 +7,7 @@ import pytest
 from adsl.figures import compute_table, render
 from adsl.fitting.distributions import fit_confidence
 from adsl.fitting.modelfile import write_model
-from adsl.sim.experiment import ratio_ci95, run_experiment
+from adsl.sim.experiment import ci95, ratio_ci95, run_experiment
 
 
 @pytest.fixture(scope="module")
@@ -247,7 +247,7 @@ def test_fig19_gives_the_schedulers_speedup_its_paired_interval(ws, tmp_path):
     reps |= {("B", "SADDLE-s"): [200.0, 220.0, 210.0], ("B", "SADDLE"): [200.0, 230.0, 220.0]}
     rows = [
         dict(pair=p, system=s, throughput_tok_s=float(np.mean(v)), throughput_replicas=v, pim_util=0.5, gpu_util=0.5)
-        | dict(draft_fc_on_pim=0.0, target_attention_on_pim=1.0, class_fc_s=1.0)
+        | dict(throughput_ci95=ci95(np.array(v)), draft_fc_on_pim=0.0, target_attention_on_pim=1.0, class_fc_s=1.0)
         for (p, s), v in reps.items()
     ]
     pd.DataFrame(rows).to_parquet(tmp_path / "scheduler.parquet")

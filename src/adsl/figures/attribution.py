@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from adsl.figures.breakdown import paper_average_gain, paper_gain_ci95
+from adsl.figures.breakdown import METRICS, REPLICAS, paper_average_gain, paper_gain_ci95
 from adsl.settings import plain
 from adsl.sim.attribution import cumulative, is_default
 from adsl.workspace import Workspace
 
 BASELINES = ("GPU-AD", "GPU-SD", "PIM-AD", "PIM-SD")
-METRICS = {"throughput": "throughput_tok_s", "energy_efficiency": "tokens_per_j"}
-REPLICAS = {"throughput": "throughput_replicas", "energy_efficiency": "tokens_per_j_replicas"}
 
 
 def attribution_table(ws: Workspace, steps: list[str], headlines: str) -> pd.DataFrame:

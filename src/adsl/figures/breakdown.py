@@ -7,8 +7,12 @@ import numpy as np
 import pandas as pd
 
 from adsl.perf.cost import pass_cost
-from adsl.sim.experiment import ci95
+from adsl.sim.experiment import ci95, replica_values
 from adsl.workspace import Workspace
+
+# the paper's headline metrics -> their experiment columns: the mean over the replicas, and each replica's value
+METRICS = {"throughput": "throughput_tok_s", "energy_efficiency": "tokens_per_j"}
+REPLICAS = {"throughput": "throughput_replicas", "energy_efficiency": "tokens_per_j_replicas"}
 
 # cost-model operator classes -> the paper's Fig. 17 components
 FIG17_COMPONENTS = {
@@ -106,9 +110,8 @@ def paper_gain_ci95(df: pd.DataFrame, replicas: str, system: str, baseline: str,
     point), Student t over those; ``replicas`` is the metric's per-replica list column (NaN without it)."""
     if replicas not in df:
         return np.nan
-    n = int(df[replicas].map(len).min())  # the replicas every point has (a precision target can add blocks)
-    each = np.stack([np.asarray(v)[:n] for v in df[replicas]])
-    gains = [paper_average_gain(df.assign(_one=each[:, i]), "_one", system, baseline, norm) for i in range(n)]
+    each = replica_values(df[replicas])
+    gains = [paper_average_gain(df.assign(_one=v), "_one", system, baseline, norm) for v in each.T]
     return ci95(np.array(gains))
 
 
@@ -118,19 +121,17 @@ def paper_comparison_table(ws: Workspace, experiment: str, headlines: str) -> pd
     del ws
     df = pd.read_parquet(experiment)
     paper = pd.read_csv(headlines)
-    columns = {"throughput": "throughput_tok_s", "energy_efficiency": "tokens_per_j"}
-    replicas = {"throughput": "throughput_replicas", "energy_efficiency": "tokens_per_j_replicas"}
     rows = []
     for _, p in paper.iterrows():
-        if p.metric not in columns:
-            raise ValueError(f"{headlines}: metric {p.metric!r} unknown; known: {sorted(columns)}")
-        ours = paper_average_gain(df, columns[p.metric], "SADDLE", p.baseline)
+        if p.metric not in METRICS:
+            raise ValueError(f"{headlines}: metric {p.metric!r} unknown; known: {sorted(METRICS)}")
+        ours = paper_average_gain(df, METRICS[p.metric], "SADDLE", p.baseline)
         rows.append(
             dict(
                 metric=p.metric,
                 baseline=p.baseline,
                 ours=ours,
-                ours_ci95=paper_gain_ci95(df, replicas[p.metric], "SADDLE", p.baseline),
+                ours_ci95=paper_gain_ci95(df, REPLICAS[p.metric], "SADDLE", p.baseline),
                 paper=float(p.paper_value),
                 ratio_ours_to_paper=ours / float(p.paper_value),
                 points=int((df.system == "SADDLE").sum()),
@@ -239,16 +240,15 @@ def fig_paper_comparison(ws: Workspace, df: pd.DataFrame):
     alone, Student t over the replicas). Differences are discussed in the README."""
     import seaborn as sns
 
+    from adsl.figures.common import error_bars
+
     del ws
     long = df.melt(id_vars=["metric", "baseline"], value_vars=["ours", "paper"], var_name="source", value_name="gain")
     g = sns.catplot(data=long, x="baseline", y="gain", hue="source", col="metric", kind="bar", height=3.2, aspect=1.1)
     g.set_axis_labels("", "SADDLE average gain (paper's averaging)")
     for ax, metric in zip(g.axes.flat, g.col_names, strict=True):
         ax.axhline(1.0, color="0.3", lw=0.8, ls="--")
-        err = df[df.metric == metric].set_index("baseline").ours_ci95
-        names = [t.get_text() for t in ax.get_xticklabels()]
-        for bar, name in zip(ax.containers[0], names, strict=True):  # the first hue level: ours
-            ax.errorbar(
-                bar.get_x() + bar.get_width() / 2, bar.get_height(), yerr=err[name], color="k", lw=0.8, capsize=2
-            )
+        ours = df[df.metric == metric]
+        half = {(b, "ours"): e for b, e in zip(ours.baseline, ours.ours_ci95, strict=True)}
+        error_bars(ax, half, ["ours", "paper"], capsize=2)  # the paper's numbers have none
     return g.figure, df

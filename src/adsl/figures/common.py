@@ -35,3 +35,16 @@ def save_all(fig, table, pdf, png=None, csv=None) -> None:
     if csv is not None:
         write_csv(table, csv)
     save_figure(fig, pdf, png)
+
+
+def error_bars(ax, half: dict, levels: list[str], capsize: float = 1.5) -> None:
+    """Error bars on seaborn's grouped bars of ``ax`` (one container a hue level, in ``levels`` order): each bar's
+    half-width ``half[(its x tick label, its level)]``; a bar with none, NaN (one replica) or 0 (no acceptance
+    streams) gets none. A bar's x tick is the one nearest its centre (seaborn puts the ticks at 0, 1, ...)."""
+    names = [t.get_text() for t in ax.get_xticklabels()]
+    for level, bars in zip(levels, list(ax.containers), strict=True):  # a copy: errorbar adds containers
+        for bar in bars:
+            cx = bar.get_x() + bar.get_width() / 2
+            e = half.get((names[round(cx)], level), 0.0)
+            if e > 0:
+                ax.errorbar(cx, bar.get_height(), yerr=e, color="k", lw=0.8, capsize=capsize)

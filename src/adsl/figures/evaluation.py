@@ -145,14 +145,11 @@ def fig19_table(ws: Workspace, experiment: str) -> pd.DataFrame:
             )
         )
     out = pd.DataFrame(rows)
-    static = out[out.scheduler == "static"].set_index("pair").throughput_tok_s
-    out["speedup_vs_static"] = out.throughput_tok_s / out.pair.map(static)
-    reps = df.get("throughput_replicas", pd.Series(np.nan, index=df.index))  # rows in df's order, as out's
-    base = dict(zip(df.pair[df.system != "SADDLE"], reps[df.system != "SADDLE"], strict=True))
-    out["speedup_ci95"] = [
-        ratio_ci95(a, base[p], r) if isinstance(a, Sequence | np.ndarray) else np.nan
-        for a, p, r in zip(reps, out.pair, out.speedup_vs_static, strict=True)
-    ]
+    (static,) = set(df.system) - {"SADDLE"}
+    reps = "throughput_replicas" if "throughput_replicas" in df else None
+    norm = _normalized(df, "throughput_tok_s", static, ["pair"], "throughput_ci95", reps)  # rows in df's, as out's
+    out["speedup_vs_static"] = norm.normalized.to_numpy()
+    out["speedup_ci95"] = norm.normalized_ci95.to_numpy()
     return out.sort_values(["pair", "scheduler"], ascending=[True, False]).reset_index(drop=True)
 
 
@@ -160,18 +157,12 @@ def _bars(df, x, y, hue, order, ax, ylabel, title, err: str | None = None):
     """Grouped bars of ``y``; ``err``: a column of half-widths drawn as error bars on them."""
     import seaborn as sns
 
+    from adsl.figures.common import error_bars
+
     sns.barplot(data=df, x=x, y=y, hue=hue, hue_order=order, ax=ax)
-    if err is not None:  # seaborn keeps one container a hue level, in hue order; a bar's group is its nearest x
-        half = df.set_index([x, hue])[err]
-        xs = sorted(df[x].unique())
-        present = set(df[hue])
-        levels = [h for h in order if h in present]
-        for level, bars in zip(levels, list(ax.containers), strict=True):  # a copy: errorbar adds containers
-            for bar in bars:
-                cx = bar.get_x() + bar.get_width() / 2
-                e = half.get((xs[round(cx)], level), 0.0)
-                if e > 0:  # NaN (one replica) and 0 (no acceptance streams) draw nothing
-                    ax.errorbar(cx, bar.get_height(), yerr=e, color="k", lw=0.8, capsize=1.5)
+    if err is not None:  # keyed as the axis labels its ticks
+        half = {(str(a), h): e for a, h, e in zip(df[x], df[hue], df[err], strict=True)}
+        error_bars(ax, half, [h for h in order if h in set(df[hue])])
     ax.axhline(1.0, color="0.3", lw=0.8, ls="--")
     ax.set(ylabel=ylabel, title=title)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from adsl.sim.experiment import ci95
+from adsl.sim.experiment import ci95, replica_values
 from adsl.sim.policies import POLICIES
 from adsl.sim.systems import in_order
 from adsl.workspace import Workspace
@@ -19,7 +19,11 @@ def policies_table(ws: Workspace, experiment: str) -> pd.DataFrame:
     """One row per (pair, system, batch, policy): throughput, its ratio to the oracle's, the mean draft
     length, and whether the policy is the best observable one (the oracle excluded) at that point."""
     del ws
-    df = pd.read_parquet(experiment)
+    return _policies(pd.read_parquet(experiment))
+
+
+def _policies(df: pd.DataFrame) -> pd.DataFrame:
+    """``policies_table`` of an experiment table."""
     oracle = df[df.policy == "oracle"].set_index(KEYS).throughput_tok_s.rename("oracle_tok_s")
     out = df.join(oracle, on=KEYS)
     out["vs_oracle"] = out.throughput_tok_s / out.oracle_tok_s
@@ -32,31 +36,33 @@ def policies_table(ws: Workspace, experiment: str) -> pd.DataFrame:
     return out.sort_values([*KEYS, "_order"])[cols].reset_index(drop=True)
 
 
-def _mean_ci95(raw: pd.DataFrame) -> pd.Series:
-    """Per (system, policy): the 95 % interval of the mean over the points of throughput / oracle, from that mean
-    computed on each replica alone (replica i of every policy at a point draws the same streams), Student t over
-    the replicas; NaN without the experiment's per-replica column."""
+def _mean_ci95(raw: pd.DataFrame, index: pd.Index) -> pd.Series:
+    """Per (system, policy) of ``index``: the 95 % interval of the mean over the points of throughput / oracle,
+    from that mean computed on each replica alone (``_policies`` of the replica's values; replica i of every
+    policy at a point draws the same streams), Student t over the replicas; NaN without the experiment's
+    per-replica column."""
     if "throughput_replicas" not in raw:
-        return pd.Series(np.nan)  # reindexed by the caller: NaN on every row
-    n = int(raw.throughput_replicas.map(len).min())
-    each = pd.DataFrame(np.stack([np.asarray(v)[:n] for v in raw.throughput_replicas]))  # raw: a fresh RangeIndex
-    oracle = each[raw.policy == "oracle"].set_axis(pd.MultiIndex.from_frame(raw.loc[raw.policy == "oracle", KEYS]))
-    ratio = each / oracle.loc[pd.MultiIndex.from_frame(raw[KEYS])].to_numpy()
-    per_replica = ratio.groupby([raw.system, raw.policy]).mean()  # in any order: the caller reindexes
-    return per_replica.apply(lambda r: ci95(r.to_numpy()), axis=1)
+        return pd.Series(np.nan, index=index)
+    means = [
+        _policies(raw.assign(throughput_tok_s=v)).groupby(["system", "policy"]).vs_oracle.mean()
+        for v in replica_values(raw.throughput_replicas).T
+    ]
+    return pd.concat(means, axis=1).apply(lambda r: ci95(r.to_numpy()), axis=1).reindex(index)
 
 
 def policy_gaps_table(ws: Workspace, experiment: str) -> pd.DataFrame:
     """Per (system, policy): mean (with its 95 % interval, ``_mean_ci95``), min and max of throughput / oracle over
     pairs and batches, and at how many points it is the best observable policy."""
-    df = policies_table(ws, experiment)
+    del ws
+    raw = pd.read_parquet(experiment)
+    df = _policies(raw)
     g = df.groupby(["system", "policy"], sort=False)
     mean = g.vs_oracle.mean()
     return pd.DataFrame(
         {
             "mean_vs_oracle": mean,
             # in the table's row order: two indexes in different orders would make the frame sort its rows
-            "mean_vs_oracle_ci95": _mean_ci95(pd.read_parquet(experiment)).reindex(mean.index),
+            "mean_vs_oracle_ci95": _mean_ci95(raw, mean.index),
             "min_vs_oracle": g.vs_oracle.min(),
             "max_vs_oracle": g.vs_oracle.max(),
             "wins": g.best_observable.sum().astype(int),

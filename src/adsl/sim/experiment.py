@@ -76,6 +76,13 @@ def ci95(values: np.ndarray) -> float:
     return float(stats.t.ppf(0.975, values.size - 1) * values.std(ddof=1) / np.sqrt(values.size))
 
 
+def replica_values(column: pd.Series) -> np.ndarray:
+    """A per-replica list column as a (rows, n) array: each row's first n values, n the fewest any row has (a
+    precision target can give a point more blocks of replicas than another)."""
+    n = int(column.map(len).min())
+    return np.stack([np.asarray(v)[:n] for v in column])
+
+
 def ratio_ci95(a, b, ratio: float) -> float:
     """Half-width of the 95 % interval of ``ratio`` = mean(a) / mean(b) where ``a[i]`` and ``b[i]`` ran on
     replica i's streams (common random numbers: every system at a batch draws the same): the delta method
@@ -480,11 +487,11 @@ def point_row(p: PointInputs, res: RunResult, pair_name: str, system_name: str, 
         throughput_tok_s=float(res.throughput_tok_s.mean()),
         throughput_std=float(res.throughput_tok_s.std()),
         throughput_ci95=ci95(res.throughput_tok_s),
-        throughput_replicas=[float(v) for v in res.throughput_tok_s],  # replica i: the same streams in every system
+        throughput_replicas=res.throughput_tok_s.tolist(),  # replica i: the same streams in every system
         replicas=int(res.time_s.size),
         tokens_per_j=float(res.tokens_per_j.mean()),
         tokens_per_j_ci95=ci95(res.tokens_per_j),
-        tokens_per_j_replicas=[float(v) for v in res.tokens_per_j],
+        tokens_per_j_replicas=res.tokens_per_j.tolist(),
         time_s=float(res.time_s.mean()),
         tokens=int(res.tokens[0]),
         window_tokens=float(res.tokens.mean()),  # the stage and time columns' token count (replica mean)
