@@ -332,6 +332,9 @@ def test_the_policy_gap_table_reads_every_column_off_the_points(ws, tmp_path):
             for i in range(3)
         ]
         assert r.mean_vs_oracle_ci95 == pytest.approx(t * np.std(each, ddof=1) / np.sqrt(3), rel=1e-9, abs=1e-15)
+    table = compute_table("policies", ws, experiment=str(tmp_path / "policies.parquet"))
+    keep = ["pair", "system", "batch", "policy", "throughput_tok_s", "oracle_tok_s", "vs_oracle", "mean_draft_length"]
+    assert list(table.columns) == [*keep, "best_observable"] and list(table.index) == list(range(12))
     raw.drop(columns="throughput_replicas").to_parquet(tmp_path / "plain.parquet")
     plain = compute_table("policy_gaps", ws, experiment=str(tmp_path / "plain.parquet"))
     assert plain.drop(columns="mean_vs_oracle_ci95").equals(df.drop(columns="mean_vs_oracle_ci95"))
