@@ -43,7 +43,11 @@ INNER = {"cache": True, "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
 # too then, is not: AD's loop 1.37x faster without it and the compile 2-5 s shorter (sixteenth session). A
 # function compiled on its own costs a module that every caller links and LLVM optimises again, so the thin
 # wrappers with one or two call sites (admit_pool, draft_together, _refill) are inlined as well: the cold compile
-# about 3.5 s shorter, the loops the same (seventeenth session).
+# about 3.5 s shorter, the loops the same (seventeenth session). Small leaves are not (the heap's _push / _pop,
+# advance, _bisect_right, and waiting / next_arrival, which only open loops call): numba types an inlined body
+# again at every call site, while LLVM inlines a small callee it links and prunes its reference counts; on a
+# Xeon the cold compile 1.1 s shorter, the loops within 1 % (twenty-second session). The log writers and the
+# cost look-ups stay inlined: compiled apart, SD's loop took 11-16 % longer.
 
 
 # -- cost look-ups ------------------------------------------------------------------------------------
@@ -118,7 +122,7 @@ def segments(gpu_s, pim_s, stages, pim, stage, seg_m, seg_d):
     return k
 
 
-@njit(inline="always", **INNER)
+@njit(**INNER)
 def _bisect_right(a, n, x):
     lo, hi = 0, n
     while lo < hi:
@@ -175,7 +179,7 @@ def _place(st, en, cnt, m, t, dur):
     return t
 
 
-@njit(inline="always", cache=True)
+@njit(cache=True)
 def advance(mach, now):
     """Forget intervals that ended before ``now``, every PRUNE-th call (placement skips them anyway)."""
     st, en, cnt, calls = mach[0], mach[1], mach[2], mach[4]
@@ -360,7 +364,7 @@ def prefill(mach, lay, tab, logs, release, n):
 
 
 # -- requests in slots --------------------------------------------------------------------------------
-@njit(inline="always", **INNER)
+@njit(**INNER)
 def waiting(rq, slots, t):
     """Requests queued by ``t`` (arrived, open loop) and not yet in a slot."""
     arrival, open_loop = rq[2], rq[3]
@@ -369,7 +373,7 @@ def waiting(rq, slots, t):
     return max(0, arrived - slots[6][0])
 
 
-@njit(inline="always", **INNER)
+@njit(**INNER)
 def next_arrival(rq, slots):
     """When the next request not yet admitted arrives (NONE: none left). Open loop only."""
     nid = slots[6][0]
@@ -446,7 +450,7 @@ def settle(mach, lay, tab, logs, times, rq, slots, a, b, t, emitted, verified, w
 
 
 # -- micro-batches on their own (AD, SD) ---------------------------------------------------------------
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _push(ht, hi, size, t, i):
     """Binary heap of (time, group); a group has at most one entry, so (time, group) pairs are distinct."""
     k = size
@@ -461,7 +465,7 @@ def _push(ht, hi, size, t, i):
     return size + 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _pop(ht, hi, size):
     t, i = ht[0], hi[0]
     size -= 1
