@@ -68,11 +68,11 @@ def pim_op_cost(op: Op, pim: PIMSpec, stacks: int):
         g = pim.kv_granularity_tokens
         kv = op.k if op.name == "attn_context" else op.n
         kv_r = np.ceil(kv / g) * g
-        with np.errstate(invalid="ignore", divide="ignore"):  # no unit (no request): nothing per unit, not 0 / 0
-            unit_stream = np.where(op.count > 0, op.stream_bytes / op.count, 0.0) * (kv_r / kv)
-            unit_flops = np.where(op.count > 0, op.flops / op.count, 0.0)
+        # no unit (no request): every per-unit value below is taken times no unit, so divide by 1, not 0
+        units = np.where(op.count > 0, op.count, 1.0)
+        unit_stream = op.stream_bytes / units * (kv_r / kv)
         per_stack = np.ceil(op.count / stacks)
-        flops_stack = unit_flops * (kv_r / kv) * per_stack
+        flops_stack = op.flops / units * (kv_r / kv) * per_stack
         t_mem = passes * per_stack * unit_stream / bw
         t = np.maximum(t_mem, flops_stack / pe) + passes * pim.call_fixed_s
         e = (passes * unit_stream * op.count * pim.bank_read_pj_per_byte + op.flops * pim.pj_per_flop) * PJ
