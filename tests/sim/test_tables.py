@@ -405,6 +405,15 @@ def test_simulate_core_rejects_open_loops_it_cannot_run(models, hw):
     for arrivals, sv in ((good, None), (good[:, :3], serving), (good[:, ::-1], serving)):
         with pytest.raises(SimError, match="^open loop needs serving slots and sorted arrival times"):
             simulate_core(s, pair, Workload(prompt, out, acc, arrivals=arrivals), serving=sv)
-    sequential = dataclasses.replace(setup(hw, policy="running_product", pool_tokens=20), name="saddle-p")
-    with pytest.raises(SimError, match="^saddle-p: open-loop serving runs on the asynchronous pool only"):
-        simulate_core(sequential, pair, Workload(prompt, out, acc, lengths, conf, conf, arrivals=good), serving)
+
+
+def test_the_pool_without_eager_drafting_serves_open_loops_too(models, hw, monkeypatch):
+    """SADDLE-p (the pool with eager drafting off) on an open loop: every request is admitted once it has
+    arrived and emits its whole output."""
+    conf, acc, lengths, prompt, out = _tiny(3, 4)
+    arrivals = np.array([[0.0, 0.1, 0.2, 0.3]])
+    s = dataclasses.replace(setup(hw, policy="running_product", pool_tokens=20), name="saddle-p")
+    work = Workload(prompt, out, acc, lengths, conf, conf, arrivals=arrivals)
+    _, _, (rep,) = _logged(monkeypatch, s, models.pair(PAIR), work, Continuous(2, 1, False))
+    assert (rep.t_admit >= arrivals[0]).all() and np.isfinite(rep.t_done).all()
+    assert rep.event_emitted.sum() == out.sum()

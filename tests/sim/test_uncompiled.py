@@ -72,8 +72,6 @@ def _case(hw, kind, trigger, mb, d):
 )
 def test_compiled_equals_uncompiled(models, hw, plain, kind, trigger, serving, mb, d, flagged, seed):
     s = _case(hw, kind, trigger, mb, d)
-    if serving == "open" and kind == "SADDLE-p":
-        serving = "continuous"  # the sequential pool has no open loop
     pair = models.pair("OPT-66B")
     x, n, slots = 2, 10, 5
     conf, later, acc, out, lengths = inputs(seed, x, n, 80, flagged and s.decoding == "sd")

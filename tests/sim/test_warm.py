@@ -26,7 +26,7 @@ def test_warm_runs_every_loop_mode_and_leaves_nothing_to_compile_for_an_experime
     assert [(s, k) for s, k, _ in runs] == [(s, "flags" if "calibration" in m else "bool") for s, m in warm.RUNS]
     assert all(sec > 0 for _, _, sec in runs)
     before = _signatures()
-    assert all(before[("adsl.sim.loop", mode)] >= 1 for mode in ("micro_batch_loop", "sequential_pool", "async_pool"))
+    assert all(before[("adsl.sim.loop", mode)] >= 1 for mode in ("micro_batch_loop", "pool_loop"))
     sim = dataclasses.replace(ws.settings.simulation, replicas=2)
     taus = dict.fromkeys(sim.categories, 0.5)
     for model in (warm.MODEL, warm.PLAIN):

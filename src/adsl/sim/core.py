@@ -7,8 +7,8 @@ use different machines and serialise where they share one:
 - AD: a decode pass over the micro-batch's requests, one token each, again and again;
 - speculative decoding without a pool (GPU-SD, SpecPIM-style PIM-SD, SADDLE-d): the micro-batch drafts
   (d passes, or the adaptive rule's lengths), then verifies its own requests, strictly alternating;
-- SADDLE-p (Shared Pool, sequential): every micro-batch drafts, then one pooled pass verifies them all
-  (at most C tokens, the ones most likely to pass first);
+- SADDLE-p (Shared Pool, sequential): the pool without the Eager Pool: every request drafts what fits in
+  the pool (at most C tokens, the ones most likely to pass first), then one pooled pass verifies them all;
 - SADDLE-s / SADDLE (Shared + Eager Pool, asynchronous): a micro-batch's finished drafts wait in the
   Shared Pool; the verifier takes everything in the pool (at most C tokens, highest running product
   first) as soon as it is idle, so drafting of some micro-batches runs while others are verified; while
@@ -191,8 +191,6 @@ def replica_logs(
         arrivals = np.asarray(arrivals, dtype=float)
         if serving is None or arrivals.shape != out.shape or (np.diff(arrivals) < 0).any():
             raise SimError("open loop needs serving slots and sorted arrival times of shape (replicas, requests)")
-        if setup.pool_tokens and not setup.eager:
-            raise SimError(f"{setup.name}: open-loop serving runs on the asynchronous pool only")
     if tables is None:
         tables = pass_tables(setup, pair, w, serving)
     layout = Layout.of(setup.system)
@@ -200,7 +198,7 @@ def replica_logs(
     # at most one micro-batch a slot: the edges rise by a slot or more
     edges = np.linspace(0, slots, max(1, min(mb, slots)) + 1).round().astype(np.int64)
     starts, stops = edges[:-1], edges[1:]
-    mode = (loop.ASYNC_POOL if setup.eager else loop.SEQ_POOL) if setup.pool_tokens else loop.SD if sd else loop.AD
+    mode = loop.POOL if setup.pool_tokens else loop.SD if sd else loop.AD
     runs = cont = None
     if sd:
         flat = accept.reshape(x * n_req, accept.shape[2])
@@ -211,7 +209,9 @@ def replica_logs(
     if not setup.pool_tokens:  # only a pool's cut reads the confidences: no float64 copy of them per replica
         confidence = later = None
     tab, lay = tables.flat(), layout_tuple(setup, layout)
-    args = (mode, d, setup.pool_tokens, setup.pool_trigger == "complete", serving is not None and serving.prefill)
+    # without the Eager Pool the verifier waits for every entry (SADDLE-p: drafting and verification in turn)
+    complete = setup.pool_trigger == "complete" or not setup.eager
+    args = (mode, d, setup.pool_tokens, complete, setup.eager, serving is not None and serving.prefill)
 
     def replica(r: int) -> ReplicaLog:
         rq = (

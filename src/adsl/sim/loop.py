@@ -8,10 +8,10 @@ jobs booked, the passes in them, the token events and the rounds. The Python sid
 ``RunResult`` (``adsl.sim.result``).
 
 Modes: ``AD`` decode passes; ``SD`` drafting then verification per micro-batch, strictly alternating;
-``SEQ_POOL`` every micro-batch drafts, one pooled pass verifies (SADDLE-p); ``ASYNC_POOL`` the Shared Pool
-verified as soon as the verifier is idle (or once every entry is ready) with eager drafting during
-verification (SADDLE-s, SADDLE). Every float operation is the one the earlier Python core did, in the
-same order, so results are the same to the bit.
+``POOL`` the Shared Pool, verified once every entry is ready (or as soon as the verifier is idle), with
+eager drafting during verification (SADDLE-s, SADDLE) or without it (SADDLE-p: then a request drafts only
+what fits in the pool, and every request's entry is verified in each pass). Every float operation is the
+one the earlier Python core did, in the same order, so results are the same to the bit.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-AD, SD, SEQ_POOL, ASYNC_POOL = 0, 1, 2, 3
+AD, SD, POOL = 0, 1, 2
 KINDS = ("draft", "eager", "verify", "decode", "prefill")
 # numpy scalars, not ints: numba types an int constant passed to a compiled function as a literal and
 # compiles that function (and every one it passes the value on to) once per value
@@ -500,14 +500,14 @@ def length_table(rq, slots):
 
 
 @njit(inline="always", **INNER)
-def fresh_lengths(rq, slots, a, b, d, cap):
-    """Draft length of slots a..b from where each request stands (0 for an idle slot)."""
+def fresh_lengths(rq, slots, a, b, d):
+    """Draft length of slots a..b from where each request stands, at most d (0 for an idle slot)."""
     cur, pos, left = slots[0], slots[1], slots[2]
     out = np.zeros(b - a, np.int64)
     lengths, adaptive = length_table(rq, slots), rq[8]
     for s in range(a, b):
         if left[s] > 0:
-            out[s - a] = min(lengths[cur[s], pos[s]], cap) if adaptive else d
+            out[s - a] = min(lengths[cur[s], pos[s]], d) if adaptive else d
     return out
 
 
@@ -597,7 +597,7 @@ def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times,
                     g, p = at(tab[4], tab[5], n, c, tab[8])
                     kind, table, v, q0, f, drafted = DECODE, T_DECODE, 0, 0, 0.0, 0
                 else:
-                    lengths = fresh_lengths(rq, slots, a, b, d, d)
+                    lengths = fresh_lengths(rq, slots, a, b, d)
                     t = draft_chain(mach, lay, tab, logs, counts, DRAFT, t, lengths, ctx[a:b])
                     n, drafted, total = ZERO, 0, 0.0
                     for s in range(a, b):
@@ -744,53 +744,6 @@ def pooled_verify(mach, lay, tab, logs, counts, release, sel, ctx, lv):
     return end, n
 
 
-@njit(cache=True, nogil=True)
-def sequential_pool(d, capacity, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, starts, stops):
-    """SADDLE-p: every micro-batch drafts, one pooled pass verifies them all, again. A full pool cuts
-    drafts short: the C tokens most likely to pass are drafted, the others are not. A micro-batch drafts
-    once its own requests are prefilled, the others without waiting for it."""
-    cur, pos, left, ctx = slots[0], slots[1], slots[2], slots[3]
-    runs = rq[4]
-    n_slots = cur.size
-    t = 0.0
-    release = np.zeros(starts.size)  # when each micro-batch may draft again
-    while True:
-        busy = False
-        for s in range(n_slots):
-            busy |= left[s] > 0
-        if not busy:
-            break
-        advance(mach, t)
-        want = np.zeros(n_slots, np.int64)
-        for i in range(starts.size):
-            a, b = starts[i], stops[i]
-            fresh = fresh_lengths(rq, slots, a, b, d, d)
-            for s in range(a, b):  # not a slice assignment: its shape check's error message alone took 1.7 s to compile
-                want[s] = fresh[s - a]
-        act = left > 0  # fresh_lengths gives idle slots 0, the others at most d
-        lv = admit_pool(want, rq, slots, capacity, act, counts)
-        ready = t
-        for i in range(starts.size):
-            a, b = starts[i], stops[i]
-            ready = max(ready, draft_chain(mach, lay, tab, logs, counts, DRAFT, release[i], lv[a:b], ctx[a:b]))
-        end, n = pooled_verify(mach, lay, tab, logs, counts, ready, act, ctx, lv)
-        _round(logs, end, n, lv.sum())
-        t = end
-        for i in range(starts.size):
-            a, b = starts[i], stops[i]
-            verified = np.zeros(b - a, np.bool_)
-            emitted = np.zeros(b - a, np.int64)
-            for s in range(a, b):
-                if left[s] > 0:
-                    acc = min(runs[cur[s], pos[s]], lv[s])
-                    verified[s - a] = True
-                    emitted[s - a] = min(acc + 1, left[s])
-                    left[s] -= emitted[s - a]
-                    ctx[s] += emitted[s - a]
-                    pos[s] += acc + 1
-            release[i] = settle(mach, lay, tab, logs, times, rq, slots, a, b, end, emitted, verified, with_prefill)
-
-
 @njit(**INNER)
 def _chains(mach, lay, tab, logs, counts, kind, lengths, ctx, release, starts, stops, ends):
     """One draft chain per micro-batch over the slots with ``lengths`` > 0, released at ``release[g]``;
@@ -803,26 +756,37 @@ def _chains(mach, lay, tab, logs, counts, kind, lengths, ctx, release, starts, s
 
 
 @njit(**INNER)
-def draft_fresh(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, releases, late):
+def draft_fresh(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, releases, late):
     """Slots ``sel`` without a kept eager entry draft a fresh one (released per slot at ``releases``; a
     micro-batch's chain starts when its last drafting slot is released). Slots ``late`` (requests admitted
     with a prefill) draft in a chain of their own after the rest of their micro-batch's, so a prefill does
-    not hold back the drafting of requests already running."""
+    not hold back the drafting of requests already running. Without the Eager Pool a request drafts only
+    what fits: the pool's room beside the other requests' entries and every request's query token, highest
+    running product first (``pool_admit``). ``rule``: (d, pool capacity, eager, prefill)."""
+    d, capacity, eager = rule[0], rule[1], rule[2]
     cur, pos, left, ctx, held = slots[0], slots[1], slots[2], slots[3], slots[4]
     ready, offered, full = pool[0], pool[1], pool[2]
-    lengths = length_table(rq, slots)
+    lengths, adaptive = length_table(rq, slots), rq[8]
     n_slots = cur.size
     fresh = np.zeros(n_slots, np.int64)
+    for s in range(n_slots):
+        if sel[s] and left[s] > 0:
+            full[s] = min(lengths[cur[s], pos[s]], 2 * d + 1) if adaptive else d
+            fresh[s] = min(full[s], d) if held[s] == 0 else 0
+        elif sel[s]:
+            full[s] = 0
+    if not eager:
+        queries, others = ZERO, ZERO
+        for s in range(n_slots):
+            queries += left[s] > 0
+            others += offered[s] if left[s] > 0 and not sel[s] else 0
+        fresh = pool_admit(fresh, rq, slots, capacity - others, queries)
     any_draft = False
     for s in range(n_slots):
-        if not sel[s]:
-            continue
-        act = left[s] > 0
-        full[s] = min(lengths[cur[s], pos[s]], 2 * d + 1) if act else 0
-        fresh[s] = min(full[s], d) if act and held[s] == 0 else 0
-        offered[s] = held[s] if held[s] > 0 else fresh[s]
-        ready[s] = releases[s]
-        any_draft |= fresh[s] > 0
+        if sel[s]:
+            offered[s] = held[s] if held[s] > 0 else fresh[s]
+            ready[s] = releases[s]
+            any_draft |= fresh[s] > 0
     if not any_draft:
         return
     first, tokens = np.inf, 0
@@ -849,26 +813,25 @@ def draft_fresh(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops,
 
 
 @njit(inline="always", **INNER)
-def draft_together(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, t):
+def draft_together(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, t):
     """Slots ``sel`` draft fresh entries, all released at ``t``."""
     n = sel.size
-    draft_fresh(
-        d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, np.full(n, t), np.zeros(n, np.bool_)
-    )
+    releases, late = np.full(n, t), np.zeros(n, np.bool_)
+    draft_fresh(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, releases, late)
 
 
 @njit(inline="always", **INNER)
-def _refill(d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, now):
+def _refill(rule, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, now):
     """Open loop, before a pooled pass at ``now``: idle slots take the requests that have arrived, are
     prefilled and draft their first entries; with nothing in flight, wait for the next arrival. Returns
     when the verifier may start (NONE: no request left)."""
-    left = slots[2]
+    left, with_prefill = slots[2], rule[3]
     while True:
         idle = left == 0
         if idle.any() and waiting(rq, slots, now):
             admitted = admit(rq, slots, idle, now)
             t = start_requests(mach, lay, tab, logs, times, slots, admitted, now, with_prefill)
-            draft_together(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, admitted, t)
+            draft_together(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, admitted, t)
         if (left > 0).any():
             return now
         nxt = next_arrival(rq, slots)
@@ -890,8 +853,10 @@ def _drafter_idle(mach, lay, tab, n, ctx, t):
 
 
 @njit(**INNER)
-def _finish(d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, sel, start, end, lv):
-    """Eager drafting of the verified requests during the pass, then acceptance and their next entries."""
+def _finish(rule, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, sel, start, end, lv):
+    """Eager drafting of the verified requests during the pass (``rule``'s eager), then acceptance and their
+    next entries."""
+    d, eager, with_prefill = rule[0], rule[2], rule[3]
     cur, pos, left, ctx, held, cont = slots[0], slots[1], slots[2], slots[3], slots[4], slots[5]
     offered, full = pool[1], pool[2]
     runs, flagged, cont_runs, t_done = rq[4], rq[5], rq[6], times[2]
@@ -900,7 +865,7 @@ def _finish(d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, poo
     eager_end = np.full(n_slots, start)
     some = False
     for s in range(n_slots):
-        if sel[s]:
+        if sel[s] and eager:
             extra[s] = min(max(full[s] - offered[s], 0), d + 1)  # the rest of its full draft, d + 1 at most
             some |= extra[s] > 0
     if some:
@@ -922,10 +887,11 @@ def _finish(d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, poo
         rest = offered[s] + extra[s] - lv[s]
         bonus = acc == lv[s] and run > lv[s] and rest > 0
         keep = bonus and rest > 1
-        counts[4] += extra[s]
-        counts[5] += rest - 1 if keep else 0
-        counts[6] += 0 if keep else extra[s]
-        counts[7] += 0 if keep else offered[s] + extra[s] - acc - bonus
+        if eager:  # the Eager Pool's statistics (without it every drafted token is verified: none is lost)
+            counts[4] += extra[s]
+            counts[5] += rest - 1 if keep else 0
+            counts[6] += 0 if keep else extra[s]
+            counts[7] += 0 if keep else offered[s] + extra[s] - acc - bonus
         held[s] = rest - 1 if keep else 0
         cont[s] = keep
         emitted[s] = min(acc + 1, left[s])
@@ -964,26 +930,27 @@ def _finish(d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, poo
         for s in range(n_slots):
             if not late[s]:
                 releases[s] = max(end, eager_end[s])
-    draft_fresh(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, releases, late)
+    draft_fresh(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, releases, late)
 
 
 @njit(cache=True, nogil=True)
-def async_pool(d, capacity, complete, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, starts, stops):
-    """SADDLE-s / SADDLE: each request's next pool entry is ready when its drafting ends (at once for one
-    that keeps its eager tokens); the verifier takes every ready entry as soon as it is idle (``complete``
-    False: the paper's rule) or once every request's entry is ready. The next pass may enter once this
-    one has cleared the first pipeline stage."""
+def pool_loop(rule, complete, mach, lay, tab, logs, counts, times, rq, slots, starts, stops):
+    """The Shared Pool: each request's next pool entry is ready when its drafting ends (at once for one that
+    keeps its eager tokens); the verifier takes every ready entry as soon as it is idle (``complete`` False:
+    the paper's rule) or once every request's entry is ready. The next pass may enter once this one has
+    cleared the first pipeline stage. ``rule``: (d, pool capacity, eager, prefill); eager: the Eager Pool
+    (SADDLE-s, SADDLE), without which (SADDLE-p) a request drafts only what fits and nothing during a pass."""
+    d, capacity = rule[0], rule[1]
     left, ctx = slots[2], slots[3]
     n_slots = left.size
     pool = (np.zeros(n_slots), np.zeros(n_slots, np.int64), np.zeros(n_slots, np.int64))  # ready, offered, full
     ready, offered = pool[0], pool[1]
-    draft_together(d, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, np.ones(n_slots, np.bool_), 0.0)
+    every = np.ones(n_slots, np.bool_)
+    draft_together(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, every, 0.0)
     verifier_free = 0.0
     while True:
         if rq[3]:  # idle slots take what has arrived before the next pass
-            now = _refill(
-                d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, verifier_free
-            )
+            now = _refill(rule, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, verifier_free)
             if now == NONE:
                 break
             verifier_free = now
@@ -1004,9 +971,7 @@ def async_pool(d, capacity, complete, with_prefill, mach, lay, tab, logs, counts
         end, n = pooled_verify(mach, lay, tab, logs, counts, start, sel, ctx, lv)
         verifier_free = mach[5][0]
         _round(logs, end, n, 0)
-        _finish(
-            d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, sel, start, end, lv
-        )
+        _finish(rule, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, sel, start, end, lv)
 
 
 # -- one replica --------------------------------------------------------------------------------------
@@ -1033,7 +998,9 @@ def machines(n_machines, stages, shared):
     )
 
 
-def run_replica(mode, d, capacity, complete, with_prefill, logs, tab, lay, n_machines, rq, n_slots, starts, stops):
+def run_replica(
+    mode, d, capacity, complete, eager, with_prefill, logs, tab, lay, n_machines, rq, n_slots, starts, stops
+):
     """One replica's run into ``logs`` (``new_logs``). ``tab``: cost tables (draft, verify, decode, prefill as
     flat arrays; context step; draft variants with FC on PIM; verify variants with attention on PIM);
     ``lay``: (stages, PIM machines, machines per stage, replicated draft, shared stacks, the Controller's
@@ -1072,8 +1039,7 @@ def run_replica(mode, d, capacity, complete, with_prefill, logs, tab, lay, n_mac
         )
     if mode == AD or mode == SD:
         micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, starts, stops)
-    elif mode == SEQ_POOL:
-        sequential_pool(d, capacity, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, starts, stops)
     else:
-        async_pool(d, capacity, complete, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, starts, stops)
+        rule = (np.int64(d), np.int64(capacity), bool(eager), bool(with_prefill))
+        pool_loop(rule, complete, mach, lay, tab, logs, counts, times, rq, slots, starts, stops)
     return counts, times
