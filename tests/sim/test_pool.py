@@ -682,6 +682,31 @@ def test_saddle_p_with_a_fixed_length_drafts_d_tokens_for_every_request_each_rou
     np.testing.assert_array_equal(drafting[1], d * passes[0])
 
 
+def test_saddle_p_drafts_into_the_room_the_entries_in_flight_leave(models, hw, monkeypatch):
+    """SADDLE-p (d = 4, a pool of 5 tokens, the fixed policy) on an open loop whose second request arrives
+    during the first one's first pass, every draft rejected (one token a pass): alone, request 0 drafts 4 of
+    the 4 tokens of room beside its query token (an idle slot asks no query), twice; request 1, admitted
+    beside request 0's waiting entry of 4 (with one token left to emit), finds no room and drafts nothing;
+    the pass cuts request 0's entry to the 3 tokens left beside the two query tokens; then request 1 alone
+    drafts 4 a pass. Hand-timed: draft rounds and each verification's requests and tokens."""
+    monkeypatch.setattr(PassTables, "flat", _unit_costs(0.002, 0.1))
+    setup_ = dataclasses.replace(pooled(hw, eager=False, mb=1, d=4, pool=5), policy="fixed")
+    conf = np.full((1, 2, 40), 0.5, np.float32)
+    work = Workload(
+        np.full((1, 2), 64.0),
+        np.array([[2, 3]]),
+        np.zeros((1, 2, 40), bool),
+        confidence=conf,
+        arrivals=np.array([[0.0, 0.05]]),
+    )
+    _, _, (rep,) = logged(monkeypatch, setup_, models.pair(PAIR), work, Continuous(2, 1, False))
+    drafting = rep.round_n == 0
+    np.testing.assert_array_equal(rep.round_drafted[drafting], [4, 4, 4, 4])
+    np.testing.assert_array_equal(rep.round_n[~drafting], [1, 2, 1, 1])
+    v = rep.pass_table == loop.TABLES.index("verify")
+    np.testing.assert_allclose(rep.pass_n[v] * (rep.pass_q0[v] + rep.pass_f[v]), [5, 5, 5, 5], rtol=1e-12)
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_a_pass_waits_for_the_eager_tokens_drafted_during_the_previous_one(models, hw, monkeypatch, seed):
     """SADDLE-s under the ``complete`` trigger with draft steps (0.5 s on PIM) slower than a verification
@@ -708,17 +733,19 @@ def test_a_pass_waits_for_the_eager_tokens_drafted_during_the_previous_one(model
 def test_only_the_verified_entries_enter_the_cut_and_a_draft_is_capped_at_2d_plus_1(models, hw, monkeypatch):
     """SADDLE under the ``idle`` trigger with an overflowing pool (the uncompiled loop, its admission and
     fresh drafts spied on): the cut ranks only the entries of the requests the pass verifies (nothing of
-    those still drafting), some passes verify only some requests and cut them, and a request's draft
-    from where it stands is its length there, capped at 2 d + 1 (lengths here reach 3 d + 2)."""
+    those still drafting), some passes verify only some requests and cut them, a request's draft from
+    where it stands is its length there, capped at 2 d + 1 (lengths here reach 3 d + 2), and an entry
+    offers a pass at most d tokens, also where its request kept more than d."""
     monkeypatch.setattr(PassTables, "flat", _unit_costs(0.02, 0.1))
     plain = uncompiled(loop)
     use_loop(monkeypatch, plain)
     d, n, pool = 3, 6, 10
-    cuts, fulls = [], []
+    cuts, fulls, kept = [], [], []
     admit_pool, draft_fresh = plain.admit_pool, plain.draft_fresh
 
     def spy_admit(want, rq, slots, capacity, sel, counts):
         cuts.append((want.copy(), sel.copy(), capacity))
+        kept.extend(slots[4][sel])
         return admit_pool(want, rq, slots, capacity, sel, counts)
 
     def spy_fresh(rule, mach, lay, tab, logs, counts, rq, slots, pool_, starts, stops, sel, releases, late):
@@ -740,7 +767,8 @@ def test_only_the_verified_entries_enter_the_cut_and_a_draft_is_capped_at_2d_plu
         Workload(np.full((1, n), 64.0), out, acc, lengths, conf, conf),
     )
     for want, sel, _ in cuts:
-        assert (want[~sel] == 0).all()
+        assert (want[~sel] == 0).all() and (want <= d).all()  # an entry offers at most d tokens, however many it kept
+    assert any(held > d for held in kept)
     assert any(not sel.all() and want.sum() > cap - sel.sum() for want, sel, cap in cuts)
     assert all(full == min(length, 2 * d + 1) for full, length in fulls)
     assert any(length > 2 * d + 1 for _, length in fulls)

@@ -887,7 +887,7 @@ def _finish(rule, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, 
         rest = offered[s] + extra[s] - lv[s]
         bonus = acc == lv[s] and run > lv[s] and rest > 0
         keep = bonus and rest > 1
-        if eager:  # the Eager Pool's statistics (without it every drafted token is verified: none is lost)
+        if eager:  # the Eager Pool's statistics (without it a closed loop verifies every drafted token)
             counts[4] += extra[s]
             counts[5] += rest - 1 if keep else 0
             counts[6] += 0 if keep else extra[s]
