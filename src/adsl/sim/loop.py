@@ -1007,8 +1007,9 @@ def run_replica(
     seconds per draft step); ``rq``: the requests (prompt,
     output, arrival, open loop, runs, flagged streams, continuing runs, draft lengths, adaptive,
     confidences, later confidences, draft lengths under a lowered tau, the in-flight requests at
-    most at which those are in force); micro-batches are slots ``starts[i]..stops[i]``. Returns the
-    counters and the per-request times (admitted, first token, done).
+    most at which those are in force); micro-batches are slots ``starts[i]..stops[i]``; ``mode``: AD, SD or
+    POOL (``capacity``, ``complete`` and ``eager``: the pool's, ``pool_loop``). Returns the counters and the
+    per-request times (admitted, first token, done).
 
     Plain Python: it sets the state up and calls the mode's compiled loop (each releases the GIL). Compiled, it
     linked every mode's loop into one more module that LLVM optimised and turned into machine code again: about
