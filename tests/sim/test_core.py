@@ -281,6 +281,22 @@ def test_prefill_makes_each_round_of_a_one_micro_batch_pool_without_eager_drafti
         assert (filled.energy_j > plain.energy_j).all()
 
 
+def test_the_pool_without_eager_drafting_waits_for_every_entry_whatever_the_trigger(models, hw):
+    """SADDLE-p verifies every request's entry in each pass: under the ``idle`` trigger (two micro-batches,
+    continuous batching with prefill) it runs pass for pass as under ``complete``."""
+    pair = models.pair(PAIR)
+    conf, acc = streams(14, 2, 16, 140)
+    out = np.random.default_rng(14).integers(10, 60, (2, 16))
+    lengths = np.stack([running_product_lengths(c, 0.5, 9) for c in conf])
+    work = Workload(np.full((2, 16), 64.0), out, acc, lengths, conf, conf)
+    runs = [
+        simulate_core(pooled(hw, False, t, mb=2, pool=20), pair, work, Continuous(4, 3, True))
+        for t in ("complete", "idle")
+    ]
+    for field in ("time_s", "energy_j", "tokens", "iterations", "drafted"):
+        np.testing.assert_array_equal(getattr(runs[1], field), getattr(runs[0], field), err_msg=field)
+
+
 def test_sequential_pool_micro_batches_change_only_when_drafts_end(models, hw):
     """SADDLE-p admits and verifies every request in one pooled pass whatever the number of Draft
     Generators: more micro-batches move when drafting ends, never which tokens are verified."""

@@ -209,9 +209,8 @@ def replica_logs(
     if not setup.pool_tokens:  # only a pool's cut reads the confidences: no float64 copy of them per replica
         confidence = later = None
     tab, lay = tables.flat(), layout_tuple(setup, layout)
-    # without the Eager Pool the verifier waits for every entry (SADDLE-p: drafting and verification in turn)
-    complete = setup.pool_trigger == "complete" or not setup.eager
-    args = (mode, d, setup.pool_tokens, complete, setup.eager, serving is not None and serving.prefill)
+    prefill = serving is not None and serving.prefill
+    args = (mode, d, setup.pool_tokens, setup.pool_trigger == "complete", setup.eager, prefill)
 
     def replica(r: int) -> ReplicaLog:
         rq = (

@@ -769,12 +769,10 @@ def draft_fresh(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, sto
     lengths, adaptive = length_table(rq, slots), rq[8]
     n_slots = cur.size
     fresh = np.zeros(n_slots, np.int64)
-    for s in range(n_slots):
+    for s in range(n_slots):  # an idle slot's full is never read: _finish reads verified slots, which are busy
         if sel[s] and left[s] > 0:
             full[s] = min(lengths[cur[s], pos[s]], 2 * d + 1) if adaptive else d
             fresh[s] = min(full[s], d) if held[s] == 0 else 0
-        elif sel[s]:
-            full[s] = 0
     if not eager:
         queries, others = ZERO, ZERO
         for s in range(n_slots):
@@ -939,8 +937,10 @@ def pool_loop(rule, complete, mach, lay, tab, logs, counts, times, rq, slots, st
     keeps its eager tokens); the verifier takes every ready entry as soon as it is idle (``complete`` False:
     the paper's rule) or once every request's entry is ready. The next pass may enter once this one has
     cleared the first pipeline stage. ``rule``: (d, pool capacity, eager, prefill); eager: the Eager Pool
-    (SADDLE-s, SADDLE), without which (SADDLE-p) a request drafts only what fits and nothing during a pass."""
+    (SADDLE-s, SADDLE), without which (SADDLE-p) a request drafts only what fits, nothing is drafted during
+    a pass and the verifier waits for every entry whatever ``complete`` says."""
     d, capacity = rule[0], rule[1]
+    complete = complete or not rule[2]
     left, ctx = slots[2], slots[3]
     n_slots = left.size
     pool = (np.zeros(n_slots), np.zeros(n_slots, np.int64), np.zeros(n_slots, np.int64))  # ready, offered, full
