@@ -26,7 +26,7 @@ KINDS = ("draft", "eager", "verify", "decode", "prefill")
 DRAFT, EAGER, VERIFY, DECODE, PREFILL = (np.int64(k) for k in range(5))
 ZERO, ONE, EVERY_STAGE = np.int64(0), np.int64(1), np.int64(-1)
 TABLES = ("draft", "verify", "decode", "prefill")  # a pass's cost table
-T_DRAFT, T_VERIFY, T_DECODE, T_PREFILL = range(4)
+T_DRAFT, T_VERIFY, T_DECODE, T_PREFILL = (np.int64(k) for k in range(4))
 PRUNE = 8  # machines forget past intervals every PRUNE-th event
 CHUNKS = 4  # FC / attention alternations per pass (split over a pipeline's stages)
 CAPACITY = 4096  # busy intervals a machine may hold at once (past ones are pruned)
@@ -68,7 +68,7 @@ def at(gpu, pim, n, ctx, step):
 def draft_pass(dg, dp, n, ctx, step):
     """(variant, GPU s, PIM s): the faster draft-table variant (the scheduler's FC placement); ties keep
     the lower variant."""
-    bv, bg, bp = 0, 0.0, 0.0
+    bv, bg, bp = ZERO, 0.0, 0.0
     for v in range(dg.shape[0]):
         g, p = at(dg[v], dp[v], n, ctx, step)
         if v == 0 or g + p < bg + bp:
@@ -82,7 +82,7 @@ def verify_pass(vg, vp, n, ctx, q, step):
     nq = vg.shape[1]
     q0 = min(int(q), nq - 1)
     f = q - q0
-    bv, bg, bp = 0, 0.0, 0.0
+    bv, bg, bp = ZERO, 0.0, 0.0
     for v in range(vg.shape[0]):
         g0, p0 = at(vg[v, q0 - 1], vp[v, q0 - 1], n, ctx, step)
         if f > 0:
@@ -221,7 +221,7 @@ def run_pass(mach, release, seg_m, seg_d, nseg, per_stage, kind, logs):
             first_stage[0] = t
         busy[m] += dur
         if logs[INTERVALS].shape[0]:  # the run keeps its timeline
-            _row(logs, INTERVALS, (float(m), s, t, float(kind)))
+            _row(logs[INTERVALS], logs[5], INTERVALS, (float(m), s, t, float(kind)))
     return (start if have_start else release), t
 
 
@@ -236,9 +236,10 @@ LOG_FULL = "adsl.sim.loop: log full"
 
 
 @njit(inline="always", **INNER)
-def _row(logs, k, values):
-    """Append ``values`` (floats, as many as log ``k`` has columns) as a row of log ``k``; returns its index."""
-    log, n = logs[k], logs[5]
+def _row(log, n, k, values):
+    """Append ``values`` (floats, as many as the log has columns) as a row of ``log``, log ``k`` of ``logs`` (its
+    rows counted in ``n``, ``logs[5]``); returns its index. Callers index ``logs`` with a constant themselves:
+    indexed here, numba compiled a tuple look-up for every log and every kind of caller."""
     i = n[k]
     if i >= log.shape[0]:
         raise RuntimeError(LOG_FULL)
@@ -279,22 +280,36 @@ def _issue(mach, lay, logs, kind, release, g, p):
     else:
         k = segments(g, p, stages, pim, EVERY_STAGE, seg_m, seg_d)
         start, end = run_pass(mach, release, seg_m, seg_d, k, per_stage, kind, logs)
-    return _row(logs, JOBS, (float(kind), start, end)), end
+    return _row(logs[JOBS], logs[5], JOBS, (float(kind), start, end)), end
 
 
 @njit(inline="always", **INNER)
 def _log_pass(logs, job, table, variant, n, ctx, q0, f):
-    _row(logs, PASSES, (float(job), float(table), float(variant), float(n), float(ctx), float(q0), float(f)))
+    _row(
+        logs[PASSES],
+        logs[5],
+        PASSES,
+        (float(job), float(table), float(variant), float(n), float(ctx), float(q0), float(f)),
+    )
 
 
 @njit(inline="always", **INNER)
 def _round(logs, t, n, drafted):
-    _row(logs, ROUNDS, (float(t), float(n), float(drafted)))
+    _row(logs[ROUNDS], logs[5], ROUNDS, (float(t), float(n), float(drafted)))
 
 
 @njit(inline="always", **INNER)
 def _event(logs, t, emitted, completed):
-    _row(logs, EVENTS, (float(t), float(emitted), float(completed)))
+    _row(logs[EVENTS], logs[5], EVENTS, (float(t), float(emitted), float(completed)))
+
+
+@njit(**INNER)
+def book(mach, lay, logs, kind, release, g, p, table, variant, n, ctx, q0, f):
+    """A job of one pass (``_issue``), its pass logged; returns its end. Compiled once for the callers that book
+    one pass a job (a prefill's, a pool's verification), where ``_issue`` inlined in each was typed again."""
+    job, end = _issue(mach, lay, logs, kind, release, g, p)
+    _log_pass(logs, job, table, variant, n, ctx, q0, f)
+    return job, end
 
 
 # -- passes -------------------------------------------------------------------------------------------
@@ -340,7 +355,7 @@ def draft_chain(mach, lay, tab, logs, counts, kind, release, lengths, ctx):
     return end
 
 
-@njit(inline="always", **INNER)
+@njit(**INNER)
 def _verify_costs(tab, counts, n, ctx, q):
     """``verify_pass`` on the verify tables, counted (verify passes, those with attention on PIM): (variant, q0,
     weight of q0 + 1, GPU s, PIM s). The callers book the pass themselves, so ``_issue`` is not inlined again."""
@@ -359,8 +374,7 @@ def prefill(mach, lay, tab, logs, release, n):
     pg, pp, step = tab[6], tab[7], tab[8]
     for i in range(pg.shape[0]):
         g, p = at(pg[i], pp[i], n, 0.0, step)
-        job, t = _issue(mach, lay, logs, PREFILL, t, g, p)
-        _log_pass(logs, job, T_PREFILL, i, n, 0.0, 0, 0.0)
+        _, t = book(mach, lay, logs, PREFILL, t, g, p, T_PREFILL, i, n, 0.0, ZERO, 0.0)
     return t
 
 
@@ -422,12 +436,12 @@ def start_requests(mach, lay, tab, logs, times, slots, admitted, t, with_prefill
     return t
 
 
-# not inlined: its two inlined copies made micro_batch_loop slower to compile and to run (sixteenth session)
 @njit(**INNER)
-def settle(mach, lay, tab, logs, times, rq, slots, a, b, t, emitted, verified, with_prefill):
-    """After slots a..b emitted ``emitted`` at ``t``: record finished requests, refill their slots (and,
-    open loop, idle ones) from the queue; returns when the micro-batch may go on."""
-    cur, left = slots[0], slots[2]  # the asynchronous pool's state (held, cont) is _finish's
+def settle(logs, times, rq, slots, a, b, t, emitted, verified):
+    """After slots a..b emitted ``emitted`` at ``t``: record finished requests; returns the slots free to take
+    queued requests (finished ones and, open loop, idle ones). A leaf: its caller admits, so the admission and
+    its prefill are compiled into the loop once, not again inside this function (a shorter cold compile)."""
+    cur, left, open_loop = slots[0], slots[2], rq[3]
     t_done = times[2]
     finished = 0
     total = 0.0
@@ -437,17 +451,11 @@ def settle(mach, lay, tab, logs, times, rq, slots, a, b, t, emitted, verified, w
             finished += 1
             t_done[cur[s]] = t
     _event(logs, t, total, finished)
-    open_loop = rq[3]
-    if not open_loop and finished == 0:
-        return t
     free = np.zeros(cur.size, np.bool_)
-    some = False
-    for s in range(a, b):
-        free[s] = left[s] == 0 and (open_loop or verified[s - a])
-        some |= free[s]
-    if some and waiting(rq, slots, t):
-        return start_requests(mach, lay, tab, logs, times, slots, admit(rq, slots, free, t), t, with_prefill)
-    return t
+    if open_loop or finished:
+        for s in range(a, b):
+            free[s] = left[s] == 0 and (open_loop or verified[s - a])
+    return free
 
 
 # -- micro-batches on their own (AD, SD) ---------------------------------------------------------------
@@ -536,6 +544,7 @@ def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times,
     st_sum = np.zeros(groups)
     st_first = np.zeros(groups, np.int64)
     st_k = np.zeros(groups, np.int64)
+    nobody = np.zeros(0, np.bool_)
     # every branch below ends in ``wake``, when the group is due again (NONE: never), so the inlined heap push,
     # pass booking and logging are each typed once (a cold compile about 2 s shorter than one call site each)
     while size:
@@ -543,6 +552,8 @@ def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times,
         advance(mach, t)
         a, b = starts[i], stops[i]
         wake = NONE
+        free = nobody  # the slots that take the requests queued by t (if ``admitting``)
+        admitting = False
         if ending[i]:
             ending[i] = False
             if mode == AD:
@@ -554,29 +565,27 @@ def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times,
                 st_k[i] += 1
                 if st_k[i] < st_first[i] and (not open_loop or n == b - a or waiting(rq, slots, t) == 0):
                     _event(logs, t, float(n), 0)  # nobody finished, nobody admitted
-                    wake = t
                 else:
                     stretch[i] = False
-                    verified = act[a:b].copy()
-                    emit = verified.astype(np.int64)
-                    wake = settle(mach, lay, tab, logs, times, rq, slots, a, b, t, emit, verified, with_prefill)
+                    for s in range(a, b):
+                        emitted[s] = act[s]
+                    free, admitting = settle(logs, times, rq, slots, a, b, t, emitted[a:b], act[a:b]), True
             else:
                 for s in range(a, b):
                     left[s] -= emitted[s]
                     ctx[s] += emitted[s]
                     pos[s] += adv[s] if act[s] else 0
-                wake = settle(mach, lay, tab, logs, times, rq, slots, a, b, t, emitted[a:b], act[a:b], with_prefill)
+                free, admitting = settle(logs, times, rq, slots, a, b, t, emitted[a:b], act[a:b]), True
+            wake = t
         else:
             busy = False
             for s in range(a, b):
                 busy |= left[s] > 0
             if not stretch[i] and not busy:
                 if open_loop and waiting(rq, slots, t):
-                    free = np.zeros(n_slots, np.bool_)
+                    free, admitting = np.zeros(n_slots, np.bool_), True
                     for s in range(a, b):
                         free[s] = left[s] == 0
-                    admitted = admit(rq, slots, free, t)
-                    wake = max(start_requests(mach, lay, tab, logs, times, slots, admitted, t, with_prefill), t)
                 elif open_loop:
                     wake = next_arrival(rq, slots)
                     if wake != NONE:
@@ -615,10 +624,13 @@ def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times,
                             emitted[s], adv[s] = min(acc + 1, left[s]), acc + 1
                         else:
                             emitted[s], adv[s] = 0, 1
-                job, wake = _issue(mach, lay, logs, kind, t, g, p)
-                _log_pass(logs, job, table, v, n, c, q0, f)
+                _, wake = book(mach, lay, logs, kind, t, g, p, table, v, n, c, q0, f)
                 _round(logs, wake, n, drafted)
                 ending[i] = True
+        if admitting and free.any() and waiting(rq, slots, t):
+            wake = max(
+                start_requests(mach, lay, tab, logs, times, slots, admit(rq, slots, free, t), t, with_prefill), t
+            )
         if wake != NONE:
             size = _push(ht, hi, size, wake, i)
 
@@ -739,8 +751,7 @@ def pooled_verify(mach, lay, tab, logs, counts, release, sel, ctx, lv):
             q += lv[s] + 1
     ctx_mean = total / n
     v, q0, f, g, p = _verify_costs(tab, counts, n, ctx_mean, q / n)
-    job, end = _issue(mach, lay, logs, VERIFY, release, g, p)
-    _log_pass(logs, job, T_VERIFY, v, n, ctx_mean, q0, f)
+    _, end = book(mach, lay, logs, VERIFY, release, g, p, T_VERIFY, v, n, ctx_mean, q0, f)
     return end, n
 
 
@@ -838,7 +849,7 @@ def _refill(rule, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, 
         now = max(now, nxt)
 
 
-@njit(inline="always", **INNER)
+@njit(**INNER)
 def _drafter_idle(mach, lay, tab, n, ctx, t):
     """Whether the machine a draft pass of ``n`` requests at context ``ctx`` starts on (the first stage's GPU,
     or its PIM where the pass has no GPU part) is idle at ``t``. With shared stacks (``exclusive``) the PIM
@@ -852,9 +863,9 @@ def _drafter_idle(mach, lay, tab, n, ctx, t):
 
 @njit(**INNER)
 def _finish(rule, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, sel, start, end, lv):
-    """Eager drafting of the verified requests during the pass (``rule``'s eager), then acceptance and their
-    next entries."""
-    d, eager, with_prefill = rule[0], rule[2], rule[3]
+    """Eager drafting of the verified requests during the pass (``rule``'s eager), then acceptance and the tokens
+    emitted at ``end``; returns the slots left free and when each slot's eager chain ends."""
+    d, eager = rule[0], rule[2]
     cur, pos, left, ctx, held, cont = slots[0], slots[1], slots[2], slots[3], slots[4], slots[5]
     offered, full = pool[1], pool[2]
     runs, flagged, cont_runs, t_done = rq[4], rq[5], rq[6], times[2]
@@ -910,25 +921,31 @@ def _finish(rule, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, 
         tokens += emitted[s]
         free[s] = sel[s] and left[s] == 0
     _event(logs, end, float(tokens), completed)
-    t = end
+    return free, eager_end
+
+
+@njit(**INNER)
+def _releases(mach, lay, tab, slots, sel, admitted, eager_end, end, t):
+    """When each verified slot drafts its next entry, and the slots that draft in a chain of their own (late):
+    after its eager chain, and after the prefill of the requests admitted at the pass's ``end`` (it ends at
+    ``t``) unless the drafter is idle during that prefill: the others then draft from ``end``."""
+    left, ctx = slots[2], slots[3]
+    n_slots = sel.size
     late = np.zeros(n_slots, np.bool_)
-    if free.any() and waiting(rq, slots, end):
-        admitted = admit(rq, slots, free, end)
-        t = start_requests(mach, lay, tab, logs, times, slots, admitted, end, with_prefill)
-        if t > end:  # prefilled: the others draft during it where their drafter is idle
-            n, total = ZERO, 0.0
-            for s in range(n_slots):
-                if sel[s] and not admitted[s] and left[s] > 0:
-                    n += 1
-                    total += ctx[s]
-            if n and _drafter_idle(mach, lay, tab, n, total / n, end):
-                late = admitted
+    if t > end:  # prefilled: the others draft during it where their drafter is idle
+        n, total = ZERO, 0.0
+        for s in range(n_slots):
+            if sel[s] and not admitted[s] and left[s] > 0:
+                n += 1
+                total += ctx[s]
+        if n and _drafter_idle(mach, lay, tab, n, total / n, end):
+            late = admitted
     releases = np.maximum(t, eager_end)
     if late.any():  # the others from the verification's end
         for s in range(n_slots):
             if not late[s]:
                 releases[s] = max(end, eager_end[s])
-    draft_fresh(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, releases, late)
+    return releases, late
 
 
 @njit(cache=True, nogil=True)
@@ -945,7 +962,7 @@ def pool_loop(rule, complete, mach, lay, tab, logs, counts, times, rq, slots, st
     n_slots = left.size
     pool = (np.zeros(n_slots), np.zeros(n_slots, np.int64), np.zeros(n_slots, np.int64))  # ready, offered, full
     ready, offered = pool[0], pool[1]
-    every = np.ones(n_slots, np.bool_)
+    every, nobody = np.ones(n_slots, np.bool_), np.zeros(n_slots, np.bool_)
     draft_together(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, every, 0.0)
     verifier_free = 0.0
     while True:
@@ -971,7 +988,17 @@ def pool_loop(rule, complete, mach, lay, tab, logs, counts, times, rq, slots, st
         end, n = pooled_verify(mach, lay, tab, logs, counts, start, sel, ctx, lv)
         verifier_free = mach[5][0]
         _round(logs, end, n, 0)
-        _finish(rule, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, sel, start, end, lv)
+        free, eager_end = _finish(
+            rule, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, sel, start, end, lv
+        )
+        # finished slots take queued requests here, not inside _finish: numba compiles each function together with
+        # every function it calls, so a shallower tree of calls compiles faster
+        admitted, t = nobody, end
+        if free.any() and waiting(rq, slots, end):
+            admitted = admit(rq, slots, free, end)
+            t = start_requests(mach, lay, tab, logs, times, slots, admitted, end, rule[3])
+        releases, late = _releases(mach, lay, tab, slots, sel, admitted, eager_end, end, t)
+        draft_fresh(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, releases, late)
 
 
 # -- one replica --------------------------------------------------------------------------------------
