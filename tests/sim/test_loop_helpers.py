@@ -227,20 +227,20 @@ def test_the_lowered_taus_lengths_are_in_force_while_at_most_so_many_requests_ar
     assert table([1, 0, 0], 0) is normal
 
 
-def _segments(plain, g, p, stages, pim, stage):
+def _segments(plain, g, p, stages, pim, apart):
     seg_m, seg_d = np.empty(64, np.int64), np.empty(64)
-    k = plain.segments(g, p, stages, pim, stage, seg_m, seg_d)
+    k = plain.segments(g, p, stages, pim, apart, seg_m, seg_d)
     return list(zip(seg_m[:k].tolist(), seg_d[:k].tolist(), strict=True))
 
 
 def test_a_pass_runs_through_every_stage_in_chunks_on_its_gpu_and_pim(plain):
     """A pass's segments: CHUNKS (4) alternations of its GPU and PIM parts split over the pipeline's stages
     (one chunk a stage from 4 stages on), stage by stage on machines (GPU, PIM) = (2 s, 2 s + 1), or s on a
-    GPU-only pipeline; a part of 0 s books nothing; one stage's copy (a replicated draft) runs all of it."""
-    assert _segments(plain, 1.0, 0.0, 2, False, -1) == [(0, 0.25), (0, 0.25), (1, 0.25), (1, 0.25)]
-    assert _segments(plain, 1.0, 2.0, 4, True, -1) == [(m, 0.25 if m % 2 == 0 else 0.5) for m in range(8)]
-    assert _segments(plain, 0.0, 2.0, 8, True, -1) == [(2 * s + 1, 0.25) for s in range(8)]
-    assert _segments(plain, 1.0, 0.0, 2, True, 1) == [(2, 0.5), (2, 0.5)]
+    GPU-only pipeline; a part of 0 s books nothing; a replicated draft (``apart``) runs all of it on every stage."""
+    assert _segments(plain, 1.0, 0.0, 2, False, False) == [(0, 0.25), (0, 0.25), (1, 0.25), (1, 0.25)]
+    assert _segments(plain, 1.0, 2.0, 4, True, False) == [(m, 0.25 if m % 2 == 0 else 0.5) for m in range(8)]
+    assert _segments(plain, 0.0, 2.0, 8, True, False) == [(2 * s + 1, 0.25) for s in range(8)]
+    assert _segments(plain, 1.0, 0.0, 2, True, True) == [(0, 0.5), (0, 0.5), (2, 0.5), (2, 0.5)]
 
 
 def test_a_pass_books_its_segments_in_turn_merging_touching_intervals_and_counting_busy_seconds(plain):
@@ -251,18 +251,33 @@ def test_a_pass_books_its_segments_in_turn_merging_touching_intervals_and_counti
     mach = plain.machines(4, 2, False)
     logs = plain.new_logs((1, 1, 1, 1, 0))
     seg_m, seg_d = np.array([0, 1, 2, 3]), np.array([1.0, 2.0, 0.5, 0.25])
-    assert plain.run_pass(mach, 0.0, seg_m, seg_d, 4, 2, plain.VERIFY, logs) == (0.0, 3.75)
+    assert plain.run_pass(mach, 0.0, seg_m, seg_d, 4, 2, False, plain.VERIFY, logs) == (0.0, 3.75)
     assert mach[5][0] == 3.0
-    assert plain.run_pass(mach, 3.75, seg_m[:2], seg_d[:2], 2, 2, plain.VERIFY, logs) == (3.75, 6.75)
+    assert plain.run_pass(mach, 3.75, seg_m[:2], seg_d[:2], 2, 2, False, plain.VERIFY, logs) == (3.75, 6.75)
     assert mach[5][0] == 6.75
     st_, en, cnt = mach[0], mach[1], mach[2]
     got = [[(st_[m, j], en[m, j]) for j in range(cnt[m])] for m in range(4)]
     assert got == [[(0.0, 1.0), (3.75, 4.75)], [(1.0, 3.0), (4.75, 6.75)], [(3.0, 3.5)], [(3.5, 3.75)]]
     np.testing.assert_array_equal(mach[3], [2.0, 4.0, 0.5, 0.25])
     mach = plain.machines(2, 1, False)
-    plain.run_pass(mach, 0.0, np.array([0, 1]), np.array([1.0, 1.0]), 2, 2, plain.VERIFY, logs)
-    plain.run_pass(mach, 1.0, np.array([0]), np.array([1.0]), 1, 2, plain.VERIFY, logs)
+    plain.run_pass(mach, 0.0, np.array([0, 1]), np.array([1.0, 1.0]), 2, 2, False, plain.VERIFY, logs)
+    plain.run_pass(mach, 1.0, np.array([0]), np.array([1.0]), 1, 2, False, plain.VERIFY, logs)
     assert mach[2][0] == 1 and (mach[0][0, 0], mach[1][0, 0]) == (0.0, 2.0)  # released as it ends: merged
+
+
+def test_a_replicated_pass_books_every_stages_copy_from_the_release(plain):
+    """``run_pass`` with ``apart`` (a replicated draft) on a two-stage pipeline with PIM: each stage's segments
+    run in turn from the release, not after the stage before; the pass spans the earliest start to the latest
+    end. Stage 1's GPU busy until 1.0 delays its copy alone."""
+    mach = plain.machines(4, 2, False)
+    logs = plain.new_logs((1, 1, 1, 1, 0))
+    mach[0][2, 0], mach[1][2, 0], mach[2][2] = 0.0, 1.0, 1
+    seg_m, seg_d = np.array([0, 1, 2, 3]), np.array([1.0, 2.0, 1.0, 2.0])
+    assert plain.run_pass(mach, 0.5, seg_m, seg_d, 4, 2, True, plain.DRAFT, logs) == (0.5, 4.0)
+    st_, en, cnt = mach[0], mach[1], mach[2]
+    got = [[(st_[m, j], en[m, j]) for j in range(cnt[m])] for m in range(4)]
+    assert got == [[(0.5, 1.5)], [(1.5, 3.5)], [(0.0, 2.0)], [(2.0, 4.0)]]
+    assert plain.run_pass(mach, 9.0, seg_m, seg_d, 0, 2, True, plain.DRAFT, logs) == (9.0, 9.0)
 
 
 def test_a_job_on_a_gpu_only_pipeline_books_each_stages_gpu(plain):

@@ -97,18 +97,15 @@ def verify_pass(vg, vp, n, ctx, q, step):
 
 # -- machines -----------------------------------------------------------------------------------------
 @njit(cache=True)
-def segments(gpu_s, pim_s, stages, pim, stage, seg_m, seg_d):
-    """Fill (machine, duration) of a pass's segments into ``seg_m`` / ``seg_d``; returns their count.
-    Through every pipeline stage in turn (``stage`` < 0), or on one stage's machines alone."""
+def segments(gpu_s, pim_s, stages, pim, apart, seg_m, seg_d):
+    """Fill (machine, duration) of a pass's segments into ``seg_m`` / ``seg_d``; returns their count. Through
+    every pipeline stage in turn, or (``apart``: a replicated draft) all of the pass on every stage at once."""
     chunks = max(1, CHUNKS // stages)
     per = 2 if pim else 1
-    if stage < 0:
-        s0, s1, split = 0, stages, stages
-    else:
-        s0, s1, split = stage, stage + 1, 1
+    split = 1 if apart else stages
     g, p = gpu_s / split / chunks, pim_s / split / chunks
     k = 0
-    for s in range(s0, s1):
+    for s in range(stages):
         for _ in range(chunks):
             gm, pm = s * per, s * per + 1
             if g > 0 and p > 0:
@@ -194,16 +191,17 @@ def advance(mach, now):
 
 
 @njit(inline="always", **INNER)
-def run_pass(mach, release, seg_m, seg_d, nseg, per_stage, kind, logs):
-    """Book segments in order from ``release``: (start of the first, end of the last). ``mach[5][0]``
-    afterwards holds when the pass cleared the first pipeline stage."""
+def run_pass(mach, release, seg_m, seg_d, nseg, per_stage, apart, kind, logs):
+    """Book segments in order from ``release`` (``apart``: each stage's from ``release``): (the first start, the
+    last end). ``mach[5][0]`` afterwards holds when the pass cleared the first pipeline stage."""
     st, en, cnt, busy, first_stage, rows = mach[0], mach[1], mach[2], mach[3], mach[5], mach[8]
-    t = release
-    start = NONE
-    have_start = False
+    t, stage = release, ZERO
+    start, end = np.inf, release
     first_stage[0] = release
     for j in range(nseg):
         m, dur = seg_m[j], seg_d[j]
+        if apart and m // per_stage != stage:
+            t, stage = release, m // per_stage
         r = rows[m]  # the busy intervals it books into (shared stacks: its stage's GPU's)
         n = cnt[r]
         if n == 0 or en[r, n - 1] < t:  # after everything booked on the machine: the common case
@@ -214,15 +212,15 @@ def run_pass(mach, release, seg_m, seg_d, nseg, per_stage, kind, logs):
             s = t
         else:
             s = _place(st, en, cnt, r, t, dur)
-        if not have_start:
-            start, have_start = s, True
+        start = min(start, s)
         t = s + dur
+        end = max(end, t)
         if m < per_stage:
             first_stage[0] = t
         busy[m] += dur
         if logs[INTERVALS].shape[0]:  # the run keeps its timeline
             _row(logs[INTERVALS], logs[5], INTERVALS, (float(m), s, t, float(kind)))
-    return (start if have_start else release), t
+    return (start if nseg else release), end
 
 
 # -- the logs -----------------------------------------------------------------------------------------
@@ -255,31 +253,15 @@ def new_logs(rows: tuple[int, ...]) -> tuple:
     return (*(np.empty((r, WIDTHS[k])) for k, r in enumerate(rows)), np.zeros(5, np.int64))
 
 
-@njit(**INNER)
-def _issue_apart(mach, lay, logs, kind, release, g, p):
-    """(start, end) of a replicated draft: one pass on every stage at once. Not part of ``_issue``, which is
-    inlined at four call sites: each typed this copy of ``run_pass`` again (a cold compile about 1.6 s longer)."""
-    stages, pim, per_stage = lay[0], lay[1], lay[2]
-    seg_m, seg_d = mach[6], mach[7]
-    start, end = np.inf, -np.inf
-    for s in range(stages):
-        k = segments(g, p, stages, pim, s, seg_m, seg_d)
-        a, b = run_pass(mach, release, seg_m, seg_d, k, per_stage, kind, logs)
-        start, end = min(start, a), max(end, b)
-    return start, end
-
-
 @njit(inline="always", **INNER)
 def _issue(mach, lay, logs, kind, release, g, p):
     """Book a job of GPU + link ``g`` and PIM ``p`` seconds (a replicated draft: on every stage at once);
     returns (job index, end). Its passes are logged by the caller."""
     stages, pim, per_stage, everywhere = lay[0], lay[1], lay[2], lay[3]
     seg_m, seg_d = mach[6], mach[7]
-    if everywhere and stages > 1 and (kind == DRAFT or kind == EAGER):
-        start, end = _issue_apart(mach, lay, logs, kind, release, g, p)
-    else:
-        k = segments(g, p, stages, pim, EVERY_STAGE, seg_m, seg_d)
-        start, end = run_pass(mach, release, seg_m, seg_d, k, per_stage, kind, logs)
+    apart = everywhere and stages > 1 and (kind == DRAFT or kind == EAGER)
+    k = segments(g, p, stages, pim, apart, seg_m, seg_d)
+    start, end = run_pass(mach, release, seg_m, seg_d, k, per_stage, apart, kind, logs)
     return _row(logs[JOBS], logs[5], JOBS, (float(kind), start, end)), end
 
 
