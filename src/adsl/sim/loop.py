@@ -37,18 +37,18 @@ BINS = 256  # the pool cut's histogram bins over [0, 1] (``_cut``): about 2 scor
 # on a 2-core EPYC, docs/simulator.md); those the tests or the Python side call keep theirs.
 INNER = {"cache": True, "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
 # A compiled function increfs every array of every tuple it is passed on entry and decrefs them on exit (an
-# atomic operation each: a third of SD's loop time). Those called once a job or an event (run_pass, _issue,
-# advance, fresh_lengths, and verify, now part of its callers) are inlined into their callers instead: AD 1.7x,
-# SD and PIM-SD 1.3x faster, for a cold compile 33 -> 45 s (docs/simulator.md, fifteenth session); settle, inlined
-# too then, is not: AD's loop 1.37x faster without it and the compile 2-5 s shorter (sixteenth session). A
-# function compiled on its own costs a module that every caller links and LLVM optimises again, so the thin
-# wrappers with one or two call sites (admit_pool, draft_together, _refill) are inlined as well: the cold compile
-# about 3.5 s shorter, the loops the same (seventeenth session). Small leaves are not (the heap's _push / _pop,
-# advance, _bisect_right, and waiting / next_arrival, which only open loops call): numba types an inlined body
-# again at every call site, and a call that hands over two small arrays costs little (_push's 143,000 reference
-# counts in an AD replica under 0.1 ms); on a Xeon the cold compile 1.1 s shorter, the loops within 1 %
-# (twenty-second session). The log writers and the cost look-ups stay inlined: compiled apart, SD's loop took
-# 11-16 % longer.
+# atomic operation each: a third of SD's loop time), so what runs once a segment or a slot (run_pass, the cost
+# look-ups, the log writers, fresh_lengths) is inlined into its callers (AD 1.7x, SD and PIM-SD 1.3x faster,
+# docs/simulator.md, fifteenth session), and so is _issue where a pass is drafted (draft_chain: SD 6 % slower
+# without). But numba types an inlined body again at every call site, and compiles each function together with
+# every function below it (linked into its module and optimised again), so the cold compile pays once per call site
+# of an inlined body and once per level of calls for what lies below. Hence: what runs once a job, a round or a
+# request is compiled once (book, _verify_costs, settle, _drafter_idle, _releases; the thin wrappers admit_pool,
+# draft_together and _refill, with one or two call sites, are inlined), and the tree of calls is shallow: the two
+# loops admit, prefill and draft themselves instead of through settle and _finish (twenty-fourth session: the
+# cold compile 21.0 -> 17.1 s on a Xeon, AD's loop 16 % slower for booking its decode passes through book). Small
+# leaves are compiled apart (the heap's _push / _pop, advance, _bisect_right, waiting / next_arrival): a call that
+# hands over two small arrays costs little.
 
 
 # -- cost look-ups ------------------------------------------------------------------------------------
@@ -287,8 +287,8 @@ def _event(logs, t, emitted, completed):
 
 @njit(**INNER)
 def book(mach, lay, logs, kind, release, g, p, table, variant, n, ctx, q0, f):
-    """A job of one pass (``_issue``), its pass logged; returns its end. Compiled once for the callers that book
-    one pass a job (a prefill's, a pool's verification), where ``_issue`` inlined in each was typed again."""
+    """A job of one pass (``_issue``), its pass logged: (job index, end). Compiled once for every caller that books
+    one pass a job (a prefill, a decode or verification pass), where ``_issue`` inlined in each was typed again."""
     job, end = _issue(mach, lay, logs, kind, release, g, p)
     _log_pass(logs, job, table, variant, n, ctx, q0, f)
     return job, end
