@@ -278,6 +278,13 @@ def test_a_replicated_pass_books_every_stages_copy_from_the_release(plain):
     got = [[(st_[m, j], en[m, j]) for j in range(cnt[m])] for m in range(4)]
     assert got == [[(0.5, 1.5)], [(1.5, 3.5)], [(0.0, 2.0)], [(2.0, 4.0)]]
     assert plain.run_pass(mach, 9.0, seg_m, seg_d, 0, 2, True, plain.DRAFT, logs) == (9.0, 9.0)
+    # a copy on PIM alone, two chunks a stage: within a stage each chunk follows the one before, even where an
+    # earlier gap (machine 3 idle until 1.0) would hold it
+    mach = plain.machines(4, 2, False)
+    mach[0][3, 0], mach[1][3, 0], mach[2][3] = 1.0, 5.0, 1
+    seg_m, seg_d = np.array([1, 1, 3, 3]), np.array([1.0, 1.0, 2.0, 1.0])
+    assert plain.run_pass(mach, 0.0, seg_m, seg_d, 4, 2, True, plain.DRAFT, logs) == (0.0, 8.0)
+    assert (mach[2][3], mach[0][3, 0], mach[1][3, 0]) == (1, 1.0, 8.0)
 
 
 def test_a_job_on_a_gpu_only_pipeline_books_each_stages_gpu(plain):
