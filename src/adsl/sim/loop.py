@@ -24,7 +24,7 @@ KINDS = ("draft", "eager", "verify", "decode", "prefill")
 # numpy scalars, not ints: numba types an int constant passed to a compiled function as a literal and
 # compiles that function (and every one it passes the value on to) once per value
 DRAFT, EAGER, VERIFY, DECODE, PREFILL = (np.int64(k) for k in range(5))
-ZERO, ONE, EVERY_STAGE = np.int64(0), np.int64(1), np.int64(-1)
+ZERO, ONE = np.int64(0), np.int64(1)
 TABLES = ("draft", "verify", "decode", "prefill")  # a pass's cost table
 T_DRAFT, T_VERIFY, T_DECODE, T_PREFILL = (np.int64(k) for k in range(4))
 PRUNE = 8  # machines forget past intervals every PRUNE-th event
@@ -287,11 +287,11 @@ def _event(logs, t, emitted, completed):
 
 @njit(**INNER)
 def book(mach, lay, logs, kind, release, g, p, table, variant, n, ctx, q0, f):
-    """A job of one pass (``_issue``), its pass logged: (job index, end). Compiled once for every caller that books
+    """A job of one pass (``_issue``), its pass logged; returns its end. Compiled once for every caller that books
     one pass a job (a prefill, a decode or verification pass), where ``_issue`` inlined in each was typed again."""
     job, end = _issue(mach, lay, logs, kind, release, g, p)
     _log_pass(logs, job, table, variant, n, ctx, q0, f)
-    return job, end
+    return end
 
 
 # -- passes -------------------------------------------------------------------------------------------
@@ -356,7 +356,7 @@ def prefill(mach, lay, tab, logs, release, n):
     pg, pp, step = tab[6], tab[7], tab[8]
     for i in range(pg.shape[0]):
         g, p = at(pg[i], pp[i], n, 0.0, step)
-        _, t = book(mach, lay, logs, PREFILL, t, g, p, T_PREFILL, i, n, 0.0, ZERO, 0.0)
+        t = book(mach, lay, logs, PREFILL, t, g, p, T_PREFILL, i, n, 0.0, ZERO, 0.0)
     return t
 
 
@@ -534,8 +534,7 @@ def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times,
         advance(mach, t)
         a, b = starts[i], stops[i]
         wake = NONE
-        free = nobody  # the slots that take the requests queued by t (if ``admitting``)
-        admitting = False
+        free = nobody  # the slots that take the requests queued by t (none: no call of any() at every event)
         if ending[i]:
             ending[i] = False
             if mode == AD:
@@ -551,13 +550,13 @@ def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times,
                     stretch[i] = False
                     for s in range(a, b):
                         emitted[s] = act[s]
-                    free, admitting = settle(logs, times, rq, slots, a, b, t, emitted[a:b], act[a:b]), True
+                    free = settle(logs, times, rq, slots, a, b, t, emitted[a:b], act[a:b])
             else:
                 for s in range(a, b):
                     left[s] -= emitted[s]
                     ctx[s] += emitted[s]
                     pos[s] += adv[s] if act[s] else 0
-                free, admitting = settle(logs, times, rq, slots, a, b, t, emitted[a:b], act[a:b]), True
+                free = settle(logs, times, rq, slots, a, b, t, emitted[a:b], act[a:b])
             wake = t
         else:
             busy = False
@@ -565,7 +564,7 @@ def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times,
                 busy |= left[s] > 0
             if not stretch[i] and not busy:
                 if open_loop and waiting(rq, slots, t):
-                    free, admitting = np.zeros(n_slots, np.bool_), True
+                    free = np.zeros(n_slots, np.bool_)
                     for s in range(a, b):
                         free[s] = left[s] == 0
                 elif open_loop:
@@ -606,10 +605,10 @@ def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times,
                             emitted[s], adv[s] = min(acc + 1, left[s]), acc + 1
                         else:
                             emitted[s], adv[s] = 0, 1
-                _, wake = book(mach, lay, logs, kind, t, g, p, table, v, n, c, q0, f)
+                wake = book(mach, lay, logs, kind, t, g, p, table, v, n, c, q0, f)
                 _round(logs, wake, n, drafted)
                 ending[i] = True
-        if admitting and free.any() and waiting(rq, slots, t):
+        if free.size and free.any() and waiting(rq, slots, t):
             wake = max(
                 start_requests(mach, lay, tab, logs, times, slots, admit(rq, slots, free, t), t, with_prefill), t
             )
@@ -733,7 +732,7 @@ def pooled_verify(mach, lay, tab, logs, counts, release, sel, ctx, lv):
             q += lv[s] + 1
     ctx_mean = total / n
     v, q0, f, g, p = _verify_costs(tab, counts, n, ctx_mean, q / n)
-    _, end = book(mach, lay, logs, VERIFY, release, g, p, T_VERIFY, v, n, ctx_mean, q0, f)
+    end = book(mach, lay, logs, VERIFY, release, g, p, T_VERIFY, v, n, ctx_mean, q0, f)
     return end, n
 
 
