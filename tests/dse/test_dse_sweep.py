@@ -69,7 +69,8 @@ def test_a_configuration_a_system_cannot_run_is_a_flagged_row(model_paths, taus)
 def test_a_configurations_systems_share_their_tables_and_run_as_they_would_alone(model_paths, taus):
     """The systems of one configuration take the pass tables an earlier one built (``built``): their rows
     equal those of points run with no tables to share, and the systems on SADDLE's hardware build its
-    target prefill once."""
+    target prefill once for each count of requests their passes serve (PIM-AD's and PIM-SD's a micro-batch's,
+    SADDLE's every slot's)."""
     ws = sweep_workspace(SWEEP)
     c = configured(ws, {"pim_stacks_per_gpu": 4, "pool_tokens": 64, "policy": "fixed"})
     sim, models = c.ws.settings.simulation, {k: read_model(f) for k, f in model_paths[c.pair].items()}
@@ -81,4 +82,7 @@ def test_a_configurations_systems_share_their_tables_and_run_as_they_would_alone
         for k in shared:
             assert shared[k] == alone[k] or (shared[k] != shared[k] and alone[k] != alone[k]), k  # NaN == NaN
     on_pim = [t for t in built if t.keys["prefill"][0].name == "saddle-tp"]
-    assert len(on_pim) >= 3 and len({id(t.prefill[0]) for t in on_pim}) == 1
+    by_rows: dict[int, set] = {}
+    for t in on_pim:
+        by_rows.setdefault(t.n_max, set()).add(id(t.prefill[0]))
+    assert len(on_pim) >= 3 and len(by_rows) == 2 and all(len(ids) == 1 for ids in by_rows.values())

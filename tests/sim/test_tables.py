@@ -11,7 +11,7 @@ import pytest
 from adsl.fitting.generator import running_product_lengths
 from adsl.settings import Continuous, MicroBatching
 from adsl.sim import loop
-from adsl.sim.core import simulate_core
+from adsl.sim.core import pass_tables, simulate_core
 from adsl.sim.setup import PREFILL_MAPPING, SimError
 from adsl.sim.tables import Layout, PassTable, PassTables, flip
 from adsl.sim.timing import CTX_STEP
@@ -136,6 +136,46 @@ def test_pass_tables_take_each_table_an_earlier_set_already_costs(models, hw):
     _same(ad_gpu.decode, PassTable.build(pair.target, ad.keys["decode"][0], 1, GPU, slots, ctx_max))
     other_hw = PassTables(setup(hw, "dgx-a100", d=d), pair, slots, ctx_max, prompt, (first,))
     assert other_hw.prefill[0] is not first.prefill[0] and other_hw.draft[0] is not first.draft[0]
+
+
+def test_a_set_for_fewer_requests_takes_the_first_rows_of_an_earlier_sets_tables(models, hw):
+    """A candidate with more micro-batches serves fewer requests a pass: it takes the first rows of the tables of
+    one with fewer (the set with the fewest rows that are enough), each equal to the one built alone, and a set
+    for more requests than any earlier one builds its own."""
+    pair, d, ctx_max, prompt = models.pair(PAIR), 3, 300.0, 63.6
+    whole = PassTables(setup(hw, d=d, dynamic=True), pair, 6, ctx_max, prompt)
+    half = PassTables(setup(hw, d=d, dynamic=True, mb=2), pair, 3, ctx_max, prompt, (whole,))
+    alone = PassTables(setup(hw, d=d, dynamic=True, mb=2), pair, 3, ctx_max, prompt)
+    for got, want in zip(half.flat(), alone.flat(), strict=True):
+        np.testing.assert_array_equal(got, want)
+    for got, want in zip(
+        [*half.draft, *half.verify[1], *half.prefill], [*alone.draft, *alone.verify[1], *alone.prefill], strict=True
+    ):
+        _same(got, want)
+        assert got.table.energy_j.base is got.table.stack  # the accounting reads energy off the stack
+    third = PassTables(setup(hw, d=d, dynamic=True, mb=3), pair, 2, ctx_max, prompt, (whole, half))
+    assert third.draft[0].gpu.shape[0] == 3 and half.draft[0].gpu.shape[0] == 4
+    again = PassTables(setup(hw, d=d, dynamic=True, mb=2), pair, 3, ctx_max, prompt, (whole, half))
+    assert _shares(again.draft, half.draft) and again.verify[1] is half.verify[1]  # the fewest rows that serve
+    more = PassTables(setup(hw, d=d), pair, 7, ctx_max, prompt, (whole, half))
+    assert more.draft[0].gpu.shape[0] == 8 and more.verify[0][0] is not whole.verify[0][0]
+
+
+def test_a_run_costs_passes_up_to_its_largest_micro_batch_or_every_slot_on_a_shared_pool(models, hw):
+    """Each pass of the micro-batch loop serves one micro-batch (its prefills too), so its tables stop at the
+    largest; a Shared Pool verifies and prefills across micro-batches. Tables for fewer requests than a run's
+    passes serve are refused: the compiled loop reads them unchecked."""
+    pair = models.pair(PAIR)
+    prompt, out = np.full((1, 10), 20.0), np.full((1, 10), 30)
+    acc = np.ones((1, 10, 60), bool)
+    conf = np.full((1, 10, 60), 0.9, np.float32)
+    work = Workload(prompt, out, acc, np.full((1, 10, 60), 4), conf)
+    for s, rows in ((setup(hw, d=2, mb=3), 4), (setup(hw, d=2, mb=1), 10), (pooled(hw, True, mb=3, d=2), 10)):
+        assert pass_tables(s, pair, work).n_max == rows
+        assert pass_tables(s, pair, work).draft[0].gpu.shape[0] == rows + 1
+    small = pass_tables(setup(hw, d=2, mb=3), pair, work)
+    with pytest.raises(SimError, match="pass tables for 4 requests; a pass of this run serves up to 10"):
+        simulate_core(setup(hw, d=2, mb=1), pair, work, tables=small)
 
 
 def test_pass_tables_of_ad_hold_the_decode_pass_and_the_targets_prefill(models, hw):

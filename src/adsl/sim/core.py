@@ -69,15 +69,33 @@ def cpus() -> int:
     return max(1, min(n, int(omp))) if omp.isdigit() else n
 
 
+def micro_batches(setup: Setup, slots: int) -> tuple[np.ndarray, np.ndarray]:
+    """The slots of each micro-batch, ``starts[i]`` .. ``stops[i]``: at most one micro-batch a slot, so the edges
+    rise by a slot or more (the count is a knob of the search, ``adsl.sim.search``)."""
+    mb = max(1, setup.micro_batching.micro_batches)
+    edges = np.linspace(0, slots, max(1, min(mb, slots)) + 1).round().astype(np.int64)
+    return edges[:-1], edges[1:]
+
+
+def most_requests(setup: Setup, slots: int) -> int:
+    """The most requests one pass of a run on ``slots`` slots serves: a micro-batch's slots (each pass of the
+    micro-batch loop, its prefills included, serves one micro-batch), or every slot on a Shared Pool (it
+    verifies, and prefills what it admits, across the micro-batches)."""
+    if setup.pool_tokens:
+        return slots
+    starts, stops = micro_batches(setup, slots)
+    return int((stops - starts).max())
+
+
 def pass_tables(
     setup: Setup, pair: Pair, workload: Workload, serving: Continuous | None = None, reuse: Sequence[PassTables] = ()
 ) -> PassTables:
-    """The pass costs a run of ``workload`` reads: up to the longest context it can reach, at its mean prompt
-    (``reuse``: see ``PassTables``)."""
+    """The pass costs a run of ``workload`` reads: up to the longest context it can reach and the most requests
+    a pass serves, at its mean prompt (``reuse``: see ``PassTables``)."""
     prompt, out = workload.prompt_len, workload.output_len
     slots = out.shape[1] if serving is None else serving.slots
     ctx_max = float(prompt.max() + out.max() + 4 * setup.draft_length + 4)
-    return PassTables(setup, pair, slots, ctx_max, float(prompt.mean()), reuse)
+    return PassTables(setup, pair, most_requests(setup, slots), ctx_max, float(prompt.mean()), reuse)
 
 
 def tables_digest(tables: PassTables) -> str:
@@ -193,11 +211,12 @@ def replica_logs(
             raise SimError("open loop needs serving slots and sorted arrival times of shape (replicas, requests)")
     if tables is None:
         tables = pass_tables(setup, pair, w, serving)
+    elif tables.n_max < most_requests(setup, slots):  # the compiled loop reads its tables unchecked
+        raise SimError(
+            f"pass tables for {tables.n_max} requests; a pass of this run serves up to {most_requests(setup, slots)}"
+        )
     layout = Layout.of(setup.system)
-    mb = max(1, setup.micro_batching.micro_batches)  # a knob of the search (adsl.sim.search)
-    # at most one micro-batch a slot: the edges rise by a slot or more
-    edges = np.linspace(0, slots, max(1, min(mb, slots)) + 1).round().astype(np.int64)
-    starts, stops = edges[:-1], edges[1:]
+    starts, stops = micro_batches(setup, slots)
     mode = loop.POOL if setup.pool_tokens else loop.SD if sd else loop.AD
     runs = cont = None
     if sd:

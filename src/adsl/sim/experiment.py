@@ -394,16 +394,19 @@ def search_point(
     # screened: each candidate's (tables, replica logs); tput: its throughput, all the comparison reads (the
     # rest of the accounting is the kept candidate's alone)
     tput, screened, shared, digests, seen = [], [], {}, {}, {}
-    for pt, p in tried if len(tried) > 1 else ():
-        few = first_replicas(p, screen)
-        # the pool trigger changes no pass cost: candidates that differ only there share their tables;
-        # every candidate has the same target passes and those of one draft placement the same draft passes
-        # (``PassTables``' reuse); built over the point's whole workload, so the one kept runs its further
-        # replicas on them
+    # the pool trigger changes no pass cost: candidates that differ only there share their tables; every
+    # candidate has the same target passes and those of one draft placement the same draft passes (``PassTables``'
+    # reuse), so those with the fewest micro-batches build first (their passes serve the most requests) and the
+    # others take their tables' first rows; built over the point's whole workload, so the one kept runs its
+    # further replicas on them
+    for pt, p in sorted(tried, key=lambda c: c[1].setup.micro_batching.micro_batches) if len(tried) > 1 else ():
         key = dataclasses.replace(pt.configuration, pool_trigger=None)
         if key not in shared:
             shared[key] = pass_tables(p.setup, p.pair, p.workload, p.serving, (*earlier, *shared.values()))
             digests[key] = tables_digest(shared[key])
+    for pt, p in tried if len(tried) > 1 else ():
+        few = first_replicas(p, screen)
+        key = dataclasses.replace(pt.configuration, pool_trigger=None)
         # a candidate the loop cannot tell from an earlier one (e.g. the same draft tables under another
         # placement's name) runs the same: its result is the earlier's, and a tie keeps the earlier
         arrays = (p.prompts, p.out, p.accept, p.confidence, p.confidence_later, p.lengths, p.light_lengths)

@@ -151,23 +151,50 @@ def _merged_length(starts, ends, order, lo, hi):
 def pass_groups(rep: ReplicaLog, lo: float, hi: float) -> list[tuple[tuple, tuple[np.ndarray, ...]]]:
     """The passes with their job's share inside [lo, hi], grouped by (table, variant, q0) in the order each
     group first appears: ((table, variant, q0), (n, ctx, f, share)), rows in the order they were booked."""
-    s, e = rep.job_start, rep.job_end
-    with np.errstate(invalid="ignore"):  # a job of no time: 0 / 0, replaced by its whole share
-        share = np.where(e <= s, 1.0, np.maximum(0.0, np.minimum(e, hi) - np.maximum(s, lo)) / (e - s))
-    w = share[rep.pass_job]
-    keep = (w > 0) & (rep.pass_n > 0)
-    key = (rep.pass_table * 1000 + rep.pass_variant) * 1000 + rep.pass_q0
-    idx = np.flatnonzero(keep)
-    order = idx[np.argsort(key[idx], kind="stable")]  # by group, each group's rows in booking order
-    groups = np.split(order, np.flatnonzero(np.diff(key[order])) + 1) if order.size else []
+    w, codes, bounds, order = _grouped(
+        rep.job_start, rep.job_end, rep.pass_job, rep.pass_table, rep.pass_variant, rep.pass_q0, rep.pass_n, lo, hi
+    )
     out = []
-    for rows in sorted(groups, key=lambda g: g[0]):  # in the order each group first appears
-        code = key[rows[0]]
+    for g, code in enumerate(codes.tolist()):
+        rows = order[bounds[g] : bounds[g + 1]]
         table, rest = divmod(code, 1_000_000)
         variant, q0 = divmod(rest, 1000)
         n, ctx = rep.pass_n[rows], rep.pass_ctx[rows]
-        out.append(((loop.TABLES[table], int(variant), int(q0)), (n, ctx, rep.pass_f[rows], w[rows])))
+        out.append(((loop.TABLES[table], variant, q0), (n, ctx, rep.pass_f[rows], w[rows])))
     return out
+
+
+@njit(cache=True)
+def _grouped(start, end, job, table, variant, q0, n, lo, hi):
+    """Each pass's share of its job inside [lo, hi] (a job of no time: all of it), and the passes of some share
+    and some requests by (table, variant, q0) code: the codes in the order each first appears, and the passes'
+    indices group by group (group g's between ``bounds[g]`` and ``bounds[g + 1]``), each group's in booking order."""
+    w = np.empty(job.size)
+    group = np.full(job.size, -1, np.int64)
+    codes = np.empty(job.size, np.int64)
+    sizes = np.zeros(job.size + 1, np.int64)
+    found = 0
+    for k in range(job.size):
+        s, e = start[job[k]], end[job[k]]
+        w[k] = 1.0 if e <= s else max(0.0, min(e, hi) - max(s, lo)) / (e - s)
+        if w[k] > 0 and n[k] > 0:
+            code = (table[k] * 1000 + variant[k]) * 1000 + q0[k]
+            g = 0
+            while g < found and codes[g] != code:  # a run has a few codes
+                g += 1
+            if g == found:
+                codes[g] = code
+                found += 1
+            group[k] = g
+            sizes[g + 1] += 1
+    bounds = np.cumsum(sizes[: found + 1])
+    order = np.empty(bounds[found], np.int64)
+    at = bounds[:found].copy()
+    for k in range(job.size):
+        if group[k] >= 0:
+            order[at[group[k]]] = k
+            at[group[k]] += 1
+    return w, codes[:found], bounds, order
 
 
 def window_tokens(rep: ReplicaLog, serving) -> tuple[float, float, float]:

@@ -72,6 +72,11 @@ class PassTable:
             out.append(cls(t, t.busy_s.get("gpu", zero) + t.busy_s.get("link", zero), t.busy_s.get("pim", zero)))
         return out
 
+    def head(self, rows: int) -> PassTable:
+        """The table for 0 .. ``rows`` - 1 requests: its first rows, each value the one built for that many
+        requests alone (every operation of the cost model is element-wise)."""
+        return PassTable(self.table.head(rows), self.gpu[:rows].copy(), self.pim[:rows].copy())
+
     def at(self, n: int, ctx: float) -> tuple[float, float]:
         """(GPU + link s, PIM s) of a pass over ``n`` requests at mean context ``ctx`` (``loop.at``)."""
         return loop.at(self.gpu, self.pim, n, ctx, float(CTX_STEP))
@@ -88,13 +93,14 @@ class PassTables:
     places the target's attention on the other device), decode, prefill (target, then draft)."""
 
     def __init__(
-        self, setup: Setup, pair: Pair, slots: int, ctx_max: float, prompt: float, reuse: Sequence[PassTables] = ()
+        self, setup: Setup, pair: Pair, n_max: int, ctx_max: float, prompt: float, reuse: Sequence[PassTables] = ()
     ):
-        """``reuse``: tables built before (the search's other candidates, the configuration's other systems):
-        each table whose passes one of them already costs (the same system, model, mapping, tokens a
-        request, slots, contexts and draft copies) is taken from it, not built again; candidates that differ
-        in micro-batches or the pool trigger differ in no table (the loop splits a pass, the tables cost
-        whole batches), and systems on the same hardware share their prefill and the mappings they have in
+        """Tables for passes of 0 .. ``n_max`` requests (``adsl.sim.core.pass_tables``: a micro-batch's slots, or
+        every slot on a Shared Pool). ``reuse``: tables built before (the search's other candidates, the
+        configuration's other systems): each table whose passes one of them already costs (the same system,
+        model, mapping, tokens a request, contexts and draft copies, for at least ``n_max`` requests) is taken
+        from it (its first rows where it has more), not built again; candidates that differ in the pool trigger
+        differ in no table, and systems on the same hardware share their prefill and the mappings they have in
         common."""
         s, sd = setup.system, setup.decoding == "sd"
         d = setup.draft_length
@@ -104,46 +110,53 @@ class PassTables:
         )
         self.target_maps = [setup.target_mapping] + ([flip(setup.target_mapping, "attention")] if setup.dynamic else [])
         q = max(1, int(round(prompt)))
-        # what every table of a kind shares besides its mapping
+        self.n_max = n_max
+        # what every table of a kind shares besides its mapping and its rows
         self.keys = {
-            "draft": (s, pair.draft, slots, ctx_max, setup.draft_copies),
-            "verify": (s, pair.target, d, slots, ctx_max),
-            "decode": (s, pair.target, slots, ctx_max),
-            "prefill": (s, pair.target, slots, q),
-            "draft_prefill": (s, pair.draft, slots, q, setup.draft_copies),
+            "draft": (s, pair.draft, ctx_max, setup.draft_copies),
+            "verify": (s, pair.target, d, ctx_max),
+            "decode": (s, pair.target, ctx_max),
+            "prefill": (s, pair.target, q),
+            "draft_prefill": (s, pair.draft, q, setup.draft_copies),
         }
         self.by_mapping: dict[tuple[str, str], object] = {}  # (kind, repr(mapping)) -> its table
 
         def table(kind: str, m: dict, build):
-            """The table of ``kind`` and mapping ``m``: an earlier set's with the same key, else built."""
+            """The table of ``kind`` and mapping ``m``: an earlier set's with the same key and enough rows (of
+            those, the fewest: the same object where they are exactly enough), else built."""
             tag = (kind, repr(m))
-            found = next(
-                (t.by_mapping[tag] for t in reuse if t.keys[kind] == self.keys[kind] and tag in t.by_mapping), None
-            )
-            self.by_mapping[tag] = found if found is not None else build()
-            return self.by_mapping[tag]
+            found = [t for t in reuse if t.keys[kind] == self.keys[kind] and tag in t.by_mapping and t.n_max >= n_max]
+            if not found:
+                self.by_mapping[tag] = build()
+                return self.by_mapping[tag]
+            fewest = min(found, key=lambda t: t.n_max)
+            got = fewest.by_mapping[tag]
+            if fewest.n_max > n_max:
+                got = [t.head(n_max + 1) for t in got] if kind == "verify" else got.head(n_max + 1)
+            self.by_mapping[tag] = got
+            return got
 
         self.draft: list[PassTable] = []
         self.verify: list[list[PassTable]] = []
         self.decode: PassTable | None = None
         if sd:
             self.draft = [
-                table("draft", m, lambda m=m: PassTable.build(pair.draft, s, 1, m, slots, ctx_max, setup.draft_copies))
+                table("draft", m, lambda m=m: PassTable.build(pair.draft, s, 1, m, n_max, ctx_max, setup.draft_copies))
                 for m in self.draft_maps
             ]
             self.verify = [
-                table("verify", m, lambda m=m: PassTable.build_each(pair.target, s, range(1, d + 3), m, slots, ctx_max))
+                table("verify", m, lambda m=m: PassTable.build_each(pair.target, s, range(1, d + 3), m, n_max, ctx_max))
                 for m in self.target_maps
             ]
         else:
             m = setup.target_mapping
-            self.decode = table("decode", m, lambda: PassTable.build(pair.target, s, 1, m, slots, ctx_max))
+            self.decode = table("decode", m, lambda: PassTable.build(pair.target, s, 1, m, n_max, ctx_max))
         p = PREFILL_MAPPING
-        self.prefill = [table("prefill", p, lambda: PassTable.build(pair.target, s, q, p, slots, 1.0))]
+        self.prefill = [table("prefill", p, lambda: PassTable.build(pair.target, s, q, p, n_max, 1.0))]
         if sd:
             copies = setup.draft_copies
             self.prefill.append(
-                table("draft_prefill", p, lambda: PassTable.build(pair.draft, s, q, p, slots, 1.0, copies))
+                table("draft_prefill", p, lambda: PassTable.build(pair.draft, s, q, p, n_max, 1.0, copies))
             )
 
     def flat(self) -> tuple:

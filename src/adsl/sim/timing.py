@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit
 
 from adsl.perf.cost import pass_cost
 from adsl.perf.hardware import SystemSpec
@@ -130,13 +131,19 @@ class CostTable:
         full = lambda a: np.broadcast_to(np.asarray(a, dtype=float), shape)  # noqa: E731
         time, energy = full(c.time_s), full(c.energy_j)
         parts = [energy, *(full(v) for v in c.busy_s.values()), *(full(v) for v in c.by_class_s.values())]
-        out = []
-        for i in range(q.size):
-            stack = np.stack([a[i] for a in parts])
-            views = iter(stack[1:])
-            busy = {k: next(views) for k in c.busy_s}
-            out.append(cls(time[i].copy(), stack[0], busy, {k: next(views) for k in c.by_class_s}, stack))
-        return out
+        return [cls.of(time[i].copy(), np.stack([a[i] for a in parts]), c.busy_s, c.by_class_s) for i in range(q.size)]
+
+    @classmethod
+    def of(cls, time, stack, devices, classes) -> CostTable:
+        """The table of ``time`` and ``stack`` (energy, then a busy time per device of ``devices``, then a time per
+        operator class of ``classes``)."""
+        views = iter(stack[1:])
+        busy = {k: next(views) for k in devices}
+        return cls(time, stack[0], busy, {k: next(views) for k in classes}, stack)
+
+    def head(self, rows: int) -> CostTable:
+        """The table for 0 .. ``rows`` - 1 requests (its first rows, copied)."""
+        return self.of(self.time_s[:rows].copy(), self.stack[:, :rows].copy(), self.busy_s, self.by_class_s)
 
     def lookup(self, n, ctx) -> BatchCost:
         n = np.broadcast_to(np.asarray(n), np.broadcast_shapes(np.shape(n), np.shape(ctx))).astype(np.int64)
@@ -161,15 +168,28 @@ class CostTable:
         and the like, to the bit, from one gather over the stacked tables instead of one per quantity."""
         n = np.asarray(n, dtype=np.int64)
         pos = np.asarray(ctx, dtype=float) / CTX_STEP
-        i = np.minimum(pos.astype(np.int64), self.time_s.shape[1] - 2)
-        f = pos - i
-        grid = self.stack.shape[2]
-        flat = self.stack.reshape(len(self.stack), -1)
-        at = n * grid + i  # the grid point below each pass, in the flattened (requests, context) plane
-        v = flat.take(at, axis=1) * (1 - f) + flat.take(at + 1, axis=1) * f
-        for w in weights:
-            v = v * w
+        w = np.stack(weights) if weights else np.zeros((0, n.size))
+        v = _weighted(self.stack.reshape(len(self.stack), -1), self.stack.shape[2], n, pos, w)
         total = v.sum(axis=1)  # a C-ordered row is summed pairwise, as the row alone would be
         nb = len(self.busy_s)
         busy = {k: float(t) for k, t in zip(self.busy_s, total[1 : 1 + nb], strict=True)}
         return float(total[0]), busy, {k: float(t) for k, t in zip(self.by_class_s, total[1 + nb :], strict=True)}
+
+
+@njit(cache=True)
+def _weighted(flat, grid, n, pos, weights):
+    """Every quantity of ``flat`` (quantities x the flattened (requests, context) plane) at each pass, linear in
+    context between the grid points, times each of ``weights`` in turn: the arithmetic of numpy's element-wise
+    expression ``(a * (1 - f) + b * f) * w1 * w2 ...`` in its order, in one pass without its temporaries."""
+    v = np.empty((flat.shape[0], n.size))
+    for k in range(n.size):
+        i = min(int(pos[k]), grid - 2)
+        f = pos[k] - i
+        g = 1 - f
+        at = n[k] * grid + i  # the grid point below the pass
+        for j in range(flat.shape[0]):
+            x = flat[j, at] * g + flat[j, at + 1] * f
+            for w in range(weights.shape[0]):
+                x *= weights[w, k]
+            v[j, k] = x
+    return v
