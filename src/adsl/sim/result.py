@@ -13,6 +13,7 @@ from adsl.sim.setup import SimError
 
 # stage -> the job kinds whose busy time it is (loop.KINDS)
 STAGES = {"draft": (loop.DRAFT, loop.EAGER), "verify": (loop.VERIFY, loop.DECODE), "prefill": (loop.PREFILL,)}
+STAGE_OF = np.array([next(i for i, kinds in enumerate(STAGES.values()) if k in kinds) for k in range(len(loop.KINDS))])
 POOL_STATS = ("eager", "migrated", "discarded", "wasted", "pool_max")
 
 
@@ -129,23 +130,34 @@ def window(rep: ReplicaLog, serving) -> tuple[float, float]:
 def union_length(starts, ends, lo, hi):
     """Length of the union of intervals [starts, ends) clipped to [lo, hi] (in start order, then end order,
     summed in that order)."""
-    return _merged_length(starts, ends, np.lexsort((ends, starts)), lo, hi)
+    return float(union_lengths(starts, ends, np.zeros(len(starts), np.int64), 1, lo, hi)[1])
+
+
+def union_lengths(starts, ends, group, groups: int, lo, hi) -> np.ndarray:
+    """``union_length`` of the intervals of each group 0 .. ``groups`` - 1 (``group``: each interval's), then of
+    them all, from one ordering: the intervals of a group keep among themselves the order that they take alone."""
+    return _merged_lengths(starts, ends, np.lexsort((ends, starts)), group, groups, lo, hi)
 
 
 @njit(cache=True)
-def _merged_length(starts, ends, order, lo, hi):
-    total, cur_s, cur_e, have = 0.0, 0.0, 0.0, False
+def _merged_lengths(starts, ends, order, group, groups, lo, hi):
+    total, cur_s, cur_e = np.zeros(groups + 1), np.zeros(groups + 1), np.zeros(groups + 1)
+    have = np.zeros(groups + 1, np.bool_)
     for i in order:
         s, e = max(starts[i], lo), min(ends[i], hi)
         if e <= s:
             continue
-        if not have or s > cur_e:
-            if have:
-                total += cur_e - cur_s
-            cur_s, cur_e, have = s, e, True
-        else:
-            cur_e = max(cur_e, e)
-    return total + (cur_e - cur_s if have else 0.0)
+        for g in (group[i], groups):
+            if not have[g] or s > cur_e[g]:
+                if have[g]:
+                    total[g] += cur_e[g] - cur_s[g]
+                cur_s[g], cur_e[g], have[g] = s, e, True
+            else:
+                cur_e[g] = max(cur_e[g], e)
+    for g in range(groups + 1):
+        if have[g]:
+            total[g] += cur_e[g] - cur_s[g]
+    return total
 
 
 def pass_groups(rep: ReplicaLog, lo: float, hi: float) -> list[tuple[tuple, tuple[np.ndarray, ...]]]:
@@ -254,15 +266,10 @@ def run_result(setup, tables, reps: list[ReplicaLog], serving, timelines: bool) 
                     busy.setdefault(k, np.zeros(x))[r] += v
                 for k, v in by_class.items():
                     cls.setdefault(k, np.zeros(x))[r] += v
-        for k, kinds in STAGES.items():
-            m = np.isin(rep.job_kind, kinds)
-            stage[k][r] = union_length(rep.job_start[m], rep.job_end[m], lo, hi)
-        stage["overlap"][r] = (
-            stage["draft"][r]
-            + stage["verify"][r]
-            + stage["prefill"][r]
-            - union_length(rep.job_start, rep.job_end, lo, hi)
-        )
+        unions = union_lengths(rep.job_start, rep.job_end, STAGE_OF[rep.job_kind], len(STAGES), lo, hi)
+        for k, u in zip(STAGES, unions, strict=False):
+            stage[k][r] = u
+        stage["overlap"][r] = stage["draft"][r] + stage["verify"][r] + stage["prefill"][r] - unions[-1]
         for i, k in enumerate(POOL_STATS):
             pool[k][r] = rep.counts[4 + i]
         for k, (hits, total) in (("draft_fc_on_pim", rep.counts[0:2]), ("target_attention_on_pim", rep.counts[2:4])):
