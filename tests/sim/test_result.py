@@ -457,6 +457,14 @@ def test_pass_groups_of_a_hand_made_log():
     # a job that ends where the window opens, or starts where it closes, has no share in it
     later = pass_groups(rep, 2.0, 5.0)
     assert [key for key, _ in later] == [("verify", 1, 2), ("prefill", 1, 0), ("verify", 0, 3)]
+    # as many groups as passes: each pass its own
+    apart = _log(
+        jobs=[("draft", 0.0, 1.0)], passes=[(0, "draft", 0, 1, 1.0, 0, 0.0), (0, "prefill", 0, 2, 0.0, 0, 0.0)]
+    )
+    assert [(key, arrays[0].tolist()) for key, arrays in pass_groups(apart, 0.0, 1.0)] == [
+        (("draft", 0, 0), [1]),
+        (("prefill", 0, 0), [2]),
+    ]
 
 
 def test_window_of_a_hand_made_log():

@@ -58,6 +58,7 @@ def _same(got: PassTable, want: PassTable):
     np.testing.assert_array_equal(got.gpu, want.gpu)
     np.testing.assert_array_equal(got.pim, want.pim)
     np.testing.assert_array_equal(got.table.energy_j, want.table.energy_j)
+    np.testing.assert_array_equal(got.table.time_s, want.table.time_s)
 
 
 def test_pass_tables_hold_a_verification_table_per_tokens_a_request_and_the_prefill_of_both_models(models, hw):
@@ -174,6 +175,7 @@ def test_a_run_costs_passes_up_to_its_largest_micro_batch_or_every_slot_on_a_sha
         assert pass_tables(s, pair, work).n_max == rows
         assert pass_tables(s, pair, work).draft[0].gpu.shape[0] == rows + 1
     small = pass_tables(setup(hw, d=2, mb=3), pair, work)
+    assert pass_tables(setup(hw, d=2, mb=3), pair, work, None, (small,)).draft[0] is small.draft[0]  # reuse
     with pytest.raises(SimError, match="pass tables for 4 requests; a pass of this run serves up to 10"):
         simulate_core(setup(hw, d=2, mb=1), pair, work, tables=small)
 

@@ -222,6 +222,9 @@ def test_cost_tables_of_several_q_are_batch_pass_on_the_grid(models, hw):
         _close(on.time_s, [direct.time_s[1, 0], direct.time_s[6, 5], direct.time_s[3, 3]])
         half = t.lookup(4, 40.0)  # halfway between contexts 32 and 48
         _close(half.energy_j, (direct.energy_j[4, 2] + direct.energy_j[4, 3]) / 2)
+    # a replicated model's copies: batch_pass of as many copies on the grid
+    two = CostTable.build(pair.draft, s, 1, GPU, MicroBatching(), 6, 64.0, copies=2)
+    _close(two.time_s, batch_pass(pair.draft, s, n, 1, ctx[None, :], GPU, MicroBatching(), 2).time_s)
 
 
 def _table(seed=5, n_max=3, grid=5):
@@ -260,3 +263,6 @@ def test_sums_are_the_weighted_lookups_summed_for_whole_numbers_stored_as_floats
         assert list(busy) == ["gpu", "pim"] and list(by_class) == ["fc"]
         assert busy["pim"] == pytest.approx(float((c.busy_s["pim"] * w).sum()), rel=1e-12)
         assert by_class["fc"] == pytest.approx(float((c.by_class_s["fc"] * w).sum()), rel=1e-12)
+    energy, busy, by_class = t.sums(n, ctx)  # no weights: the lookups summed
+    assert energy == pytest.approx(float(c.energy_j.sum()), rel=1e-12)
+    assert busy["gpu"] == pytest.approx(float(c.busy_s["gpu"].sum()), rel=1e-12)
