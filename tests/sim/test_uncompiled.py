@@ -9,14 +9,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adsl.settings import Continuous, MicroBatching
-from adsl.sim import core, loop, result
+from adsl.sim import core, loop, result, timing
 from adsl.sim.workload import Workload
 from tests.sim.builders import inputs, pim_sd, pooled, setup, uncompiled, use_loop
+
+# the accounting's compiled helpers (each calls no other compiled function)
+HELPERS = ((result, "_merged_lengths"), (result, "_grouped"), (timing, "_weighted"))
 
 
 @pytest.fixture(scope="module")
 def plain():
-    return uncompiled(loop), result._merged_length.py_func  # it calls no other compiled function
+    return uncompiled(loop), [getattr(m, name).py_func for m, name in HELPERS]
 
 
 def _run(args, kw, plain=None):
@@ -25,7 +28,8 @@ def _run(args, kw, plain=None):
     mp = pytest.MonkeyPatch()
     try:  # the core, the pass tables and the accounting call the uncompiled functions
         use_loop(mp, plain[0])
-        mp.setattr(result, "_merged_length", plain[1])
+        for (m, name), f in zip(HELPERS, plain[1], strict=True):
+            mp.setattr(m, name, f)
         return core.simulate_core(*args, **kw)
     finally:
         mp.undo()
