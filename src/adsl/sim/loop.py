@@ -195,6 +195,7 @@ def run_pass(mach, release, seg_m, seg_d, nseg, per_stage, apart, kind, logs):
     """Book segments in order from ``release`` (``apart``: each stage's from ``release``): (the first start, the
     last end). ``mach[5][0]`` afterwards holds when the pass cleared the first pipeline stage."""
     st, en, cnt, busy, first_stage, rows = mach[0], mach[1], mach[2], mach[3], mach[5], mach[8]
+    segs, logged = logs[INTERVALS], logs[5]  # taken once, not at every segment
     t, stage = release, ZERO
     start, end = np.inf, release
     first_stage[0] = release
@@ -218,8 +219,8 @@ def run_pass(mach, release, seg_m, seg_d, nseg, per_stage, apart, kind, logs):
         if m < per_stage:
             first_stage[0] = t
         busy[m] += dur
-        if logs[INTERVALS].shape[0]:  # the run keeps its timeline
-            _row(logs[INTERVALS], logs[5], INTERVALS, (float(m), s, t, float(kind)))
+        if segs.shape[0]:  # the run keeps its timeline
+            _row(segs, logged, INTERVALS, (float(m), s, t, float(kind)))
     return (start if nseg else release), end
 
 
@@ -266,16 +267,6 @@ def _issue(mach, lay, logs, kind, release, g, p):
 
 
 @njit(inline="always", **INNER)
-def _log_pass(logs, job, table, variant, n, ctx, q0, f):
-    _row(
-        logs[PASSES],
-        logs[5],
-        PASSES,
-        (float(job), float(table), float(variant), float(n), float(ctx), float(q0), float(f)),
-    )
-
-
-@njit(inline="always", **INNER)
 def _round(logs, t, n, drafted):
     _row(logs[ROUNDS], logs[5], ROUNDS, (float(t), float(n), float(drafted)))
 
@@ -290,7 +281,8 @@ def book(mach, lay, logs, kind, release, g, p, table, variant, n, ctx, q0, f):
     """A job of one pass (``_issue``), its pass logged; returns its end. Compiled once for every caller that books
     one pass a job (a prefill, a decode or verification pass), where ``_issue`` inlined in each was typed again."""
     job, end = _issue(mach, lay, logs, kind, release, g, p)
-    _log_pass(logs, job, table, variant, n, ctx, q0, f)
+    values = (float(job), float(table), float(variant), float(n), float(ctx), float(q0), float(f))
+    _row(logs[PASSES], logs[5], PASSES, values)
     return end
 
 
@@ -332,8 +324,9 @@ def draft_chain(mach, lay, tab, logs, counts, kind, release, lengths, ctx):
     counts[0] += on_pim
     counts[1] += k
     job, end = _issue(mach, lay, logs, kind, release, g_s, p_s)
+    passes, rows = logs[PASSES], logs[5]  # taken once: each inlined log writer handed the logs copies all six
     for j in range(k):
-        _log_pass(logs, job, T_DRAFT, var[j], ns[j], cs[j], 0, 0.0)
+        _row(passes, rows, PASSES, (float(job), float(T_DRAFT), float(var[j]), float(ns[j]), float(cs[j]), 0.0, 0.0))
     return end
 
 
