@@ -75,6 +75,36 @@ def test_machines_forget_past_intervals_so_a_run_may_book_more_than_they_hold_at
     assert res.tokens.tolist() == [1100.0]
 
 
+def test_a_log_that_fills_up_counts_its_rows_and_the_replica_runs_again_with_as_many(models, hw, monkeypatch):
+    """Logs that start with two rows each: every log fills, counts the rows it could not take, and the replica
+    runs again with that many; the result is the one with logs large enough from the start (a SD and a pool
+    run, timelines kept)."""
+    conf, acc = streams(5, 2, 6, 140)
+    out = np.random.default_rng(5).integers(10, 40, (2, 6))
+    lengths = np.full(acc.shape, 3)
+    work = Workload(np.full((2, 6), 64.0), out, acc, lengths, conf, conf)
+    pair = models.pair(PAIR)
+    for s in (setup(hw, "motivation-4gpu", d=3, mb=2), pooled(hw, True, d=3, pool=30)):
+        whole = simulate_core(s, pair, work, timelines=True)
+        counted: list = []
+
+        def spy(*args, counted=counted, inner=core.loop.run_replica):
+            out = inner(*args)
+            counted.append(args[6][5].copy())  # the rows each log counted
+            return out
+
+        monkeypatch.setattr(core, "log_rows", lambda tokens, timelines: (2, 2, 2, 2, 2))
+        monkeypatch.setattr(core.loop, "run_replica", spy)
+        small = simulate_core(s, pair, work, timelines=True, workers=1)
+        monkeypatch.undo()
+        assert len(counted) == 4  # each replica twice: its logs full, then as large as they counted
+        for first, again in (counted[:2], counted[2:]):
+            assert (first > 2).all() and (again == first).all()
+        for field in ("time_s", "energy_j", "tokens", "drafted"):
+            np.testing.assert_array_equal(getattr(small, field), getattr(whole, field), err_msg=field)
+        assert small.timelines == whole.timelines
+
+
 def test_an_open_loop_pool_with_slots_never_filled_cuts_and_serves_every_request(models, hw):
     """Open loop with three slots and two requests (at 0 s and 5 s): a slot that never held a request is
     scored too by a pool that cuts (4 tokens), and every request emits its output."""

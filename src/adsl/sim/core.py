@@ -50,7 +50,7 @@ def log_rows(tokens: int, timelines: bool) -> tuple[int, ...]:
     """Rows the loop's logs start with for a replica emitting ``tokens``: jobs, passes, token events, rounds,
     timeline segments (none unless kept). Measured at batch 16-128 (OPT-66B): 0.008-0.17 jobs, 0.008-0.75
     passes and at most 0.09 events or rounds a token; a decode pass of one request is one job a token
-    (then a log fills up and the run starts again with twice the rows)."""
+    (then a log fills up, counts the rows it could not take, and the run starts again with that many)."""
     jobs = 1024 + tokens // 4
     return jobs, 4 * jobs, jobs, jobs, 16 * jobs if timelines else 0
 
@@ -248,15 +248,12 @@ def replica_logs(
             np.int64(w.light_at_most if light is not None else 0),
         )
         rows = log_rows(int(out[r].sum()), timelines)
-        while True:  # a log that fills up stops the run: again with twice the rows (runs are deterministic)
+        while True:  # a log that filled up counted its rows: again with that many (runs are deterministic)
             logs = loop.new_logs(rows)
-            try:
-                counts, times = loop.run_replica(*args, logs, tab, lay, len(layout.machines), rq, slots, starts, stops)
+            counts, times = loop.run_replica(*args, logs, tab, lay, len(layout.machines), rq, slots, starts, stops)
+            if all(int(logs[5][k]) <= len(logs[k]) for k in range(5)):
                 break
-            except RuntimeError as exc:
-                if loop.LOG_FULL not in str(exc):
-                    raise
-                rows = tuple(2 * n for n in rows)
+            rows = tuple(max(n, int(c)) for n, c in zip(rows, logs[5], strict=False))
         return ReplicaLog.of(logs, counts, times, out[r], slots, None if arrivals is None else arrivals[r])
 
     # replicas are independent and the loop releases the GIL: one thread each, up to ``workers``

@@ -226,24 +226,25 @@ def run_pass(mach, release, seg_m, seg_d, nseg, per_stage, apart, kind, logs):
 
 # -- the logs -----------------------------------------------------------------------------------------
 # Append-only logs of one replica's run, one float64 array each (whole numbers stored exactly), rows
-# counted in ``logs[5]``; ``adsl.sim.result`` reads them. A full log stops the run with LOG_FULL and the
-# caller runs the replica again with twice the rows (runs are deterministic).
+# counted in ``logs[5]``; ``adsl.sim.result`` reads them. A full log takes no more rows but goes on counting
+# them, and the caller runs the replica again with as many rows as it counted (runs are deterministic; the
+# loop never reads its logs).
 JOBS, PASSES, EVENTS, ROUNDS, INTERVALS = range(5)
 WIDTHS = (3, 7, 3, 3, 4)  # kind, start, end | job, table, variant, n, ctx, q0, f | t, emitted, completed |
 # t, requests, drafted | machine, start, end, kind
-LOG_FULL = "adsl.sim.loop: log full"
 
 
 @njit(inline="always", **INNER)
 def _row(log, n, k, values):
     """Append ``values`` (floats, as many as the log has columns) as a row of ``log``, log ``k`` of ``logs`` (its
-    rows counted in ``n``, ``logs[5]``); returns its index. Callers index ``logs`` with a constant themselves:
-    indexed here, numba compiled a tuple look-up for every log and every kind of caller."""
+    rows counted in ``n``, ``logs[5]``; a row past the end is counted, not written); returns its index. Callers
+    index ``logs`` with a constant themselves: indexed here, numba compiled a tuple look-up for every log and
+    every kind of caller. Not raised: a raise kept numba's reference counts of ``log`` and ``n`` around every row
+    (SD's loop 5 % slower, docs/simulator.md)."""
     i = n[k]
-    if i >= log.shape[0]:
-        raise RuntimeError(LOG_FULL)
-    for j in range(len(values)):
-        log[i, j] = values[j]
+    if i < log.shape[0]:
+        for j in range(len(values)):
+            log[i, j] = values[j]
     n[k] = i + 1
     return i
 
