@@ -211,10 +211,8 @@ def replica_logs(
             raise SimError("open loop needs serving slots and sorted arrival times of shape (replicas, requests)")
     if tables is None:
         tables = pass_tables(setup, pair, w, serving)
-    elif tables.n_max < most_requests(setup, slots):  # the compiled loop reads its tables unchecked
-        raise SimError(
-            f"pass tables for {tables.n_max} requests; a pass of this run serves up to {most_requests(setup, slots)}"
-        )
+    elif tables.n_max < (need := most_requests(setup, slots)):  # the compiled loop reads its tables unchecked
+        raise SimError(f"pass tables for {tables.n_max} requests; a pass of this run serves up to {need}")
     layout = Layout.of(setup.system)
     starts, stops = micro_batches(setup, slots)
     mode = loop.POOL if setup.pool_tokens else loop.SD if sd else loop.AD
@@ -253,7 +251,7 @@ def replica_logs(
             counts, times = loop.run_replica(*args, logs, tab, lay, len(layout.machines), rq, slots, starts, stops)
             if all(int(logs[5][k]) <= len(logs[k]) for k in range(5)):
                 break
-            rows = tuple(max(n, int(c)) for n, c in zip(rows, logs[5], strict=False))
+            rows = tuple(max(n, int(c)) for n, c in zip(rows, logs[5], strict=True))
         return ReplicaLog.of(logs, counts, times, out[r], slots, None if arrivals is None else arrivals[r])
 
     # replicas are independent and the loop releases the GIL: one thread each, up to ``workers``

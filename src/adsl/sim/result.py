@@ -267,7 +267,7 @@ def run_result(setup, tables, reps: list[ReplicaLog], serving, timelines: bool) 
                 for k, v in by_class.items():
                     cls.setdefault(k, np.zeros(x))[r] += v
         unions = union_lengths(rep.job_start, rep.job_end, STAGE_OF[rep.job_kind], len(STAGES), lo, hi)
-        for k, u in zip(STAGES, unions, strict=False):
+        for k, u in zip(STAGES, unions[:-1], strict=True):  # the last: every job's
             stage[k][r] = u
         stage["overlap"][r] = stage["draft"][r] + stage["verify"][r] + stage["prefill"][r] - unions[-1]
         for i, k in enumerate(POOL_STATS):
