@@ -533,14 +533,15 @@ def test_draft_lengths_of_any_integer_type_give_the_run_of_the_same_lengths_as_i
 # the loop's per-request arguments (``rq``) as ``core.replica_logs`` hands them over, one dtype per field: prompt,
 # output, arrival, open loop, runs, flagged, continuing runs, lengths, adaptive, confidences (first, later), lengths
 # for light load, their bound
-RQ_DTYPES = tuple("float64 int64 float64 bool int32 bool int32 int64 bool float64 float64 int64 int64".split())
+RQ_DTYPES = tuple("float64 int64 float64 bool uint8 bool uint8 uint8 bool float32 float32 uint8 int64".split())
 
 
 @pytest.mark.parametrize("flagged", [False, True])
 def test_the_loop_is_handed_one_dtype_per_field_whatever_the_workload_holds(models, hw, monkeypatch, flagged):
     """numba compiles the loop once per set of argument types: float32 or float64 confidences, int32 or uint8
-    lengths, bool or flagged streams (whose runs ``match_runs`` gives as uint16 or int32) reach it as float64
-    confidences, int64 lengths and int32 runs, so no workload a user builds pays a second compile."""
+    lengths, bool or flagged streams (whose runs ``match_runs`` gives as uint16 or int32) reach it as float32
+    confidences and uint8 lengths and runs (capped at what the loop reads, ``core.narrow``), so no workload a
+    user builds pays a second compile."""
     pair = models.pair(PAIR)
     conf, later, acc, out, lengths = inputs(6, 1, 8, flagged=flagged)
     s = pooled(hw, eager=True, mb=1, pool=64)

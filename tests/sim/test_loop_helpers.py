@@ -74,16 +74,17 @@ def test_the_pools_cut_is_the_kth_largest_and_leaves_its_input_alone(values, dat
     data=st.data(),
 )
 def test_the_binned_cut_is_the_kth_largest(values, outside, data):
-    """The pool's cut by bins (``_cut``) gives the k-th largest for every k: values on bin edges and equal
-    values in one bin, a bin holding the cut with values above and below it, values outside [0, 1] (Wirth's
-    over all, wherever they stand), up to SADDLE's pool sizes; compiled and uncompiled alike, its input left
-    alone."""
+    """The pool's cut by bins (``_cut``) gives the k-th largest for every k and how many values exceed it: values
+    on bin edges and equal values in one bin, a bin holding the cut with values above and below it, values
+    outside [0, 1] (Wirth's over all, wherever they stand), up to SADDLE's pool sizes; compiled and uncompiled
+    alike, its input left alone."""
     for x in outside:
         values.insert(data.draw(st.integers(0, len(values))), x)
     a = np.array(values)
     before = a.copy()
     k = data.draw(st.integers(1, a.size))
-    want = np.sort(a)[::-1][k - 1]
+    cut = np.sort(a)[::-1][k - 1]
+    want = (cut, int((a > cut).sum()))
     assert loop._cut(a, k) == want
     assert getattr(loop._cut, "py_func", loop._cut)(a, k) == want  # plain already under NUMBA_DISABLE_JIT
     assert np.array_equal(a, before)
@@ -127,7 +128,7 @@ def test_gap_booking_is_first_fit_and_keeps_merged_sorted_intervals(requests):
 
 
 def test_the_prune_forgets_what_ended_by_now_every_pruneth_call_and_a_full_machine_stops():
-    mach = loop.machines(2, 1, False)
+    mach = loop.machines(2, 1, False, 1)
     for s in (0.0, 2.0, 4.0, 6.0):
         loop._place(mach[0], mach[1], mach[2], 0, s, 1.0)
     loop._place(mach[0], mach[1], mach[2], 1, 0.0, 10.0)
@@ -159,7 +160,7 @@ def test_the_drafter_is_idle_where_the_machine_its_pass_starts_on_books_nothing_
     ``_drafter_idle``: the first stage's GPU where the draft pass has a GPU part, else its PIM, which with
     shared stacks books into the GPU's row. Against a brute-force scan of that row's bookings, at times
     inside, at the ends and at the starts of intervals, between them and after them all."""
-    mach = plain.machines(4, 2, shared)  # a two-stage pipeline: GPU 0, PIM 1, GPU 2, PIM 3
+    mach = plain.machines(4, 2, shared, 1)  # a two-stage pipeline: GPU 0, PIM 1, GPU 2, PIM 3
     booked = {0: [(1.0, 2.0), (3.0, 5.0)], 1: [(2.0, 3.0), (6.0, 7.0)], 2: [(0.0, 9.0)], 3: [(0.0, 9.0)]}
     for m, row in booked.items():
         for s, e in row:
@@ -171,7 +172,7 @@ def test_the_drafter_is_idle_where_the_machine_its_pass_starts_on_books_nothing_
     row = booked[0] + (booked[1] if shared else []) if on_gpu or shared else booked[1]
     for t in (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 5.5, 6.0, 6.5, 7.0, 8.0):
         assert plain._drafter_idle(mach, lay, tab, 3, 20.0, t) == (not _busy(row, t)), t
-    no_pim = plain.machines(1, 1, False)
+    no_pim = plain.machines(1, 1, False, 1)
     plain._place(no_pim[0], no_pim[1], no_pim[2], 0, 1.0, 1.0)
     for t, idle in ((0.5, True), (1.0, False), (2.0, True)):
         gpu_only = (grid + 1e-3, grid, *(None,) * 6, 16.0)
@@ -248,7 +249,7 @@ def test_a_pass_books_its_segments_in_turn_merging_touching_intervals_and_counti
     before it ends; the pass's start and end; when it cleared the first stage (its last segment on machine
     0 or 1, read as the verifier's next free time); a second pass released as the first ends extends each
     machine's interval (touching intervals merge); each machine's busy seconds add up."""
-    mach = plain.machines(4, 2, False)
+    mach = plain.machines(4, 2, False, 1)
     logs = plain.new_logs((1, 1, 1, 1, 0))
     seg_m, seg_d = np.array([0, 1, 2, 3]), np.array([1.0, 2.0, 0.5, 0.25])
     assert plain.run_pass(mach, 0.0, seg_m, seg_d, 4, 2, False, plain.VERIFY, logs) == (0.0, 3.75)
@@ -259,7 +260,7 @@ def test_a_pass_books_its_segments_in_turn_merging_touching_intervals_and_counti
     got = [[(st_[m, j], en[m, j]) for j in range(cnt[m])] for m in range(4)]
     assert got == [[(0.0, 1.0), (3.75, 4.75)], [(1.0, 3.0), (4.75, 6.75)], [(3.0, 3.5)], [(3.5, 3.75)]]
     np.testing.assert_array_equal(mach[3], [2.0, 4.0, 0.5, 0.25])
-    mach = plain.machines(2, 1, False)
+    mach = plain.machines(2, 1, False, 1)
     plain.run_pass(mach, 0.0, np.array([0, 1]), np.array([1.0, 1.0]), 2, 2, False, plain.VERIFY, logs)
     plain.run_pass(mach, 1.0, np.array([0]), np.array([1.0]), 1, 2, False, plain.VERIFY, logs)
     assert mach[2][0] == 1 and (mach[0][0, 0], mach[1][0, 0]) == (0.0, 2.0)  # released as it ends: merged
@@ -269,7 +270,7 @@ def test_a_replicated_pass_books_every_stages_copy_from_the_release(plain):
     """``run_pass`` with ``apart`` (a replicated draft) on a two-stage pipeline with PIM: each stage's segments
     run in turn from the release, not after the stage before; the pass spans the earliest start to the latest
     end. Stage 1's GPU busy until 1.0 delays its copy alone."""
-    mach = plain.machines(4, 2, False)
+    mach = plain.machines(4, 2, False, 1)
     logs = plain.new_logs((1, 1, 1, 1, 0))
     mach[0][2, 0], mach[1][2, 0], mach[2][2] = 0.0, 1.0, 1
     seg_m, seg_d = np.array([0, 1, 2, 3]), np.array([1.0, 2.0, 1.0, 2.0])
@@ -280,7 +281,7 @@ def test_a_replicated_pass_books_every_stages_copy_from_the_release(plain):
     assert plain.run_pass(mach, 9.0, seg_m, seg_d, 0, 2, True, plain.DRAFT, logs) == (9.0, 9.0)
     # a copy on PIM alone, two chunks a stage: within a stage each chunk follows the one before, even where an
     # earlier gap (machine 3 idle until 1.0) would hold it
-    mach = plain.machines(4, 2, False)
+    mach = plain.machines(4, 2, False, 1)
     mach[0][3, 0], mach[1][3, 0], mach[2][3] = 1.0, 5.0, 1
     seg_m, seg_d = np.array([1, 1, 3, 3]), np.array([1.0, 1.0, 2.0, 1.0])
     assert plain.run_pass(mach, 0.0, seg_m, seg_d, 4, 2, True, plain.DRAFT, logs) == (0.0, 8.0)
@@ -290,7 +291,7 @@ def test_a_replicated_pass_books_every_stages_copy_from_the_release(plain):
 def test_a_job_on_a_gpu_only_pipeline_books_each_stages_gpu(plain):
     """``_issue`` on a two-stage pipeline without PIM: the job's GPU time in chunks through stage 0's GPU
     (machine 0), then stage 1's (machine 1), half on each."""
-    mach = plain.machines(2, 2, False)
+    mach = plain.machines(2, 2, False, 1)
     logs = plain.new_logs((4, 1, 1, 1, 0))
     job, end = plain._issue(mach, (2, False, 1, False, False, 0.0), logs, plain.VERIFY, 0.0, 1.0, 0.0)
     assert (job, end) == (0, 1.0)
@@ -309,7 +310,7 @@ def test_the_prune_of_a_machine_full_to_capacity_keeps_what_has_not_ended(plain)
 def test_a_replicated_draft_runs_one_whole_pass_on_every_stage_at_once(plain):
     """``_issue`` of a replicated draft on a two-stage GPU-only pipeline: each stage's GPU runs the whole
     draft (its two chunks of 0.5 s) from the release at once, and the job spans the two copies."""
-    mach = plain.machines(2, 2, False)
+    mach = plain.machines(2, 2, False, 1)
     logs = plain.new_logs((4, 1, 1, 1, 0))
     job, end = plain._issue(mach, (2, False, 1, True, False, 0.0), logs, plain.DRAFT, 0.5, 1.0, 0.0)
     assert (job, end) == (0, 1.5)

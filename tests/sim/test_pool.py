@@ -752,7 +752,7 @@ def test_only_the_verified_entries_enter_the_cut_and_a_draft_is_capped_at_2d_plu
         draft_fresh(rule, mach, lay, tab, logs, counts, rq, slots, pool_, starts, stops, sel, releases, late)
         cur, pos, left = slots[0], slots[1], slots[2]
         for s in np.flatnonzero(sel & (left > 0)):
-            fulls.append((pool_[2][s], rq[7][cur[s], pos[s]]))
+            fulls.append((pool_[2][s], lengths[0, cur[s], pos[s]]))  # the workload's (the loop reads them capped)
 
     monkeypatch.setattr(plain, "admit_pool", spy_admit)
     monkeypatch.setattr(plain, "draft_fresh", spy_fresh)

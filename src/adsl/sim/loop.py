@@ -280,7 +280,7 @@ def _event(logs, t, emitted, completed):
     _row(logs[EVENTS], logs[5], EVENTS, (float(t), float(emitted), float(completed)))
 
 
-@njit(**INNER)
+@njit(_nrt=False, **INNER)
 def book(mach, lay, logs, kind, release, g, p, table, variant, n, ctx, q0, f):
     """A job of one pass (``_issue``), its pass logged; returns its end. Compiled once for every caller that books
     one pass a job (a prefill, a decode or verification pass), where ``_issue`` inlined in each was typed again."""
@@ -291,20 +291,24 @@ def book(mach, lay, logs, kind, release, g, p, table, variant, n, ctx, q0, f):
 
 
 # -- passes -------------------------------------------------------------------------------------------
-@njit(**INNER)
+@njit(_nrt=False, **INNER)
 def draft_chain(mach, lay, tab, logs, counts, kind, release, lengths, ctx):
     """Draft passes of one micro-batch as one job: step j drafts for the requests with length > j (their
     mean context, + j); its serial GPU and PIM time are the sums of its steps', in step order. Returns
-    the chain's end (``release`` when nobody drafts)."""
+    the chain's end (``release`` when nobody drafts). Its steps' variants, requests and contexts go in the
+    machines' step buffers (``mach[9]``, ``mach[10]``): allocating nothing, it is compiled without reference
+    counting (see ``INNER``), where its arguments' counts were a fifth of a pool run's."""
     k = 0
     for v in lengths:
         k = max(k, v)
     if k <= 0:
         return release
+    if k > mach[10].size:
+        raise RuntimeError("adsl.sim.loop: a draft chain longer than the machines' step buffers")
     dg, dp, step, fc_on_pim = tab[0], tab[1], tab[8], tab[9]
-    var = np.empty(k, np.int64)
-    ns = np.zeros(k, np.int64)
-    cs = np.zeros(k)
+    var, ns, cs = mach[9][0], mach[9][1], mach[10]
+    for j in range(k):
+        ns[j], cs[j] = 0, 0.0
     for i in range(lengths.size):  # request by request: each step's context sum adds in slot order
         c = ctx[i]
         for j in range(lengths[i]):
@@ -334,7 +338,7 @@ def draft_chain(mach, lay, tab, logs, counts, kind, release, lengths, ctx):
     return end
 
 
-@njit(**INNER)
+@njit(_nrt=False, **INNER)
 def _verify_costs(tab, counts, n, ctx, q):
     """``verify_pass`` on the verify tables, counted (verify passes, those with attention on PIM): (variant, q0,
     weight of q0 + 1, GPU s, PIM s). The callers book the pass themselves, so ``_issue`` is not inlined again."""
@@ -344,7 +348,7 @@ def _verify_costs(tab, counts, n, ctx, q):
     return v, q0, f, g, p
 
 
-@njit(**INNER)
+@njit(_nrt=False, **INNER)
 def prefill(mach, lay, tab, logs, release, n):
     """The prompts of ``n`` admitted requests, through each model in turn (target, then the draft)."""
     if n == 0:
@@ -395,7 +399,7 @@ def admit(rq, slots, free, t):
     return admitted
 
 
-@njit(**INNER)
+@njit(_nrt=False, **INNER)
 def start_requests(mach, lay, tab, logs, times, slots, admitted, t, with_prefill):
     """The requests just admitted to ``admitted`` slots enter at ``t`` (prefilled when asked); returns when
     their micro-batch may go on."""
@@ -641,17 +645,19 @@ def _kth_largest(a, k):
 
 @njit(cache=True)
 def _cut(score, k):
-    """The k-th largest (1-based) of running products in [0, 1]: a histogram of ``BINS`` equal bins finds the
-    bin that holds it (``int(x * BINS)`` orders like ``x``, and equal values share a bin), Wirth's selection
-    finds it among that bin's few values. Values outside [0, 1] (no confidence gives one) take Wirth's over all.
-    On a SADDLE run's own cuts (about 590 scores, k about 384) 6x faster than Wirth's alone (docs/simulator.md)."""
-    inside = True
-    for x in score:
-        inside &= (x >= 0.0) & (x <= 1.0)
-    if not inside:
-        return _kth_largest(score, k)
+    """(the k-th largest (1-based) of running products in [0, 1], how many values exceed it): a histogram of
+    ``BINS`` equal bins finds the bin that holds it (``int(x * BINS)`` orders like ``x``, and equal values share a
+    bin, so every value of a higher bin exceeds it), Wirth's selection finds it among that bin's few values. Values
+    outside [0, 1] (no confidence gives one) take Wirth's over all. On a SADDLE run's own cuts (about 590 scores, k
+    about 384) 6x faster than Wirth's alone (docs/simulator.md)."""
     hist = np.zeros(BINS + 1, np.int64)
     for x in score:
+        if not (x >= 0.0 and x <= 1.0):
+            v = _kth_largest(score, k)
+            above = 0
+            for y in score:
+                above += y > v
+            return v, above
         hist[int(x * BINS)] += 1
     above, b = 0, BINS
     while above + hist[b] < k:
@@ -662,7 +668,10 @@ def _cut(score, k):
     for x in score:  # branch-free: the count moves on past a value of the bin
         held[j] = x
         j += int(x * BINS) == b
-    return _kth_largest(held[:j], k - above)
+    v = _kth_largest(held[:j], k - above)
+    for x in held[:j]:
+        above += x > v
+    return v, above
 
 
 @njit(cache=True)
@@ -672,38 +681,39 @@ def pool_admit(want, rq, slots, capacity, queries):
     so each request keeps a prefix; ties at the cut go to the earlier slot."""
     room = max(capacity - queries, 0)
     out = want.copy()
-    if want.sum() <= room:
+    total = want.sum()
+    if total <= room:
         return out
     cur, pos = slots[0], slots[1]
     first, later = rq[9], rq[10]
-    n_slots = want.size
-    score = np.empty(want.sum())  # slot by slot, each request's tokens in draft order
+    score = np.empty(total)  # slot by slot, each request's tokens in draft order
     i = 0
-    for s in range(n_slots):
-        r = cur[s]  # an idle slot wants 0 tokens and reads nothing (its cur may lie past the last request)
-        h = 1.0
-        for j in range(want[s]):
-            h *= np.float64(first[r, pos[s]] if j == 0 else later[r, pos[s] + j])
-            score[i] = h
-            i += 1
+    for s in range(want.size):
+        w = want[s]
         out[s] = 0
+        if w == 0:  # an idle slot wants 0 tokens and reads nothing (its cur may lie past the last request)
+            continue
+        r, p = cur[s], pos[s]
+        h = np.float64(first[r, p])  # 1.0 * first, as the product starts
+        score[i] = h
+        for j in range(1, w):
+            h *= np.float64(later[r, p + j])
+            score[i + j] = h
+        i += w
     if room <= 0:
         return out
-    v = _cut(score, room)
-    above = 0
-    for x in score:
-        above += x > v
-    ties = room - above
+    v, above = _cut(score, room)
+    ties = room - above  # values equal to the cut, taken by the earlier slots
     i = 0
-    for s in range(n_slots):
+    for s in range(want.size):  # branch-free: which values pass is data, not a pattern to predict
+        c = 0
         for _ in range(want[s]):
             x = score[i]
             i += 1
-            if x > v:
-                out[s] += 1
-            elif x == v and ties > 0:
-                out[s] += 1
-                ties -= 1
+            tie = (x == v) & (ties > 0)
+            c += (x > v) | tie
+            ties -= tie
+        out[s] = c
     return out
 
 
@@ -718,7 +728,7 @@ def admit_pool(want, rq, slots, capacity, sel, counts):
     return lv
 
 
-@njit(**INNER)
+@njit(_nrt=False, **INNER)
 def pooled_verify(mach, lay, tab, logs, counts, release, sel, ctx, lv):
     """One verification of the pool: slots ``sel`` with their admitted tokens; returns (end, requests)."""
     n, total, q = ZERO, 0.0, 0
@@ -733,7 +743,7 @@ def pooled_verify(mach, lay, tab, logs, counts, release, sel, ctx, lv):
     return end, n
 
 
-@njit(**INNER)
+@njit(_nrt=False, **INNER)
 def _chains(mach, lay, tab, logs, counts, kind, lengths, ctx, release, starts, stops, ends):
     """One draft chain per micro-batch over the slots with ``lengths`` > 0, released at ``release[g]``;
     each slot's chain end into ``ends`` (a micro-batch that drafts nothing: its release, ``draft_chain``)."""
@@ -827,7 +837,7 @@ def _refill(rule, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, 
         now = max(now, nxt)
 
 
-@njit(**INNER)
+@njit(_nrt=False, **INNER)
 def _drafter_idle(mach, lay, tab, n, ctx, t):
     """Whether the machine a draft pass of ``n`` requests at context ``ctx`` starts on (the first stage's GPU,
     or its PIM where the pass has no GPU part) is idle at ``t``. With shared stacks (``exclusive``) the PIM
@@ -980,12 +990,13 @@ def pool_loop(rule, complete, mach, lay, tab, logs, counts, times, rq, slots, st
 
 
 # -- one replica --------------------------------------------------------------------------------------
-def machines(n_machines, stages, shared):
+def machines(n_machines, stages, shared, steps):
     """Empty machines: busy intervals (starts, ends, counts), busy seconds, events seen, the last pass's
-    first-stage end, the segment buffers of one pass, and the row of busy intervals each machine books
-    into: its own, or with ``shared`` stacks (a stage's GPU and PIM machines, ``SystemSpec.shared_stacks``)
-    its stage's GPU row, so the two take turns while each keeps its own busy seconds and timeline. Plain
-    Python, called once a replica: compiled, it took about 0.9 s of a cold compile."""
+    first-stage end, the segment buffers of one pass, the row of busy intervals each machine books
+    into (its own, or with ``shared`` stacks, a stage's GPU and PIM machines, ``SystemSpec.shared_stacks``,
+    its stage's GPU row, so the two take turns while each keeps its own busy seconds and timeline), and the
+    step buffers of a draft chain of up to ``steps`` steps. Plain Python, called once a replica: compiled, it
+    took about 0.9 s of a cold compile."""
     rows = np.arange(n_machines)
     if shared and n_machines == 2 * stages:
         for s in range(stages):
@@ -1000,6 +1011,8 @@ def machines(n_machines, stages, shared):
         np.empty(4 * CHUNKS * stages, np.int64),
         np.empty(4 * CHUNKS * stages),
         rows,
+        np.empty((2, steps), np.int64),
+        np.empty(steps),
     )
 
 
@@ -1020,7 +1033,7 @@ def run_replica(
     linked every mode's loop into one more module that LLVM optimised and turned into machine code again: about
     4 s of a cold compile (seventeenth session)."""
     n_req = rq[1].size
-    mach = machines(n_machines, lay[0], lay[4])
+    mach = machines(n_machines, lay[0], lay[4], d + 1)  # a draft takes d tokens, an eager one d + 1
     counts = np.zeros(9, np.int64)  # draft FC on PIM, draft passes, attention on PIM, verify passes, pool stats
     times = (np.full(n_req, np.nan), np.full(n_req, np.nan), np.full(n_req, np.nan))
     if rq[3]:  # open loop: slots start empty; requests enter as they arrive

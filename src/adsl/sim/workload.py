@@ -19,7 +19,8 @@ class Workload:
     ``confidence_later``: a draft's first / later tokens' confidences, the pool's ranking (needed on a
     pool; later: the first's when None); ``arrivals`` (X, N), sorted: open-loop serving;
     ``light_lengths``: as ``draft_lengths``, under a tau lowered for light load. Prompt and output lengths are
-    checked and stored as float and int64 arrays, confidences checked to lie in [0, 1]; the rest is checked
+    checked and stored as float and int64 arrays, confidences checked to lie in [0, 1] (the loop reads them as
+    float32, the precision they are drawn in: a float64 array is rounded to it); the rest is checked
     against the setup that runs it (``adsl.sim.core.simulate_core``)."""
 
     prompt_len: np.ndarray
