@@ -53,7 +53,10 @@ def _admit(want, conf, later, pos, capacity, queries):
         np.zeros(n, np.bool_),  # continuing
         np.full(1, n, np.int64),  # next request
     )
-    return loop.pool_admit(np.asarray(want, np.int64), rq, slots, capacity, queries)
+    want = np.asarray(want, np.int64)
+    out, hist = np.full(n, -7, np.int64), np.full(loop.BINS + 1, 7, np.int64)  # buffers as an earlier pass left them
+    loop.pool_admit(want, rq, slots, capacity, queries, out, np.full((3, want.sum() + 2), np.nan), hist)
+    return out
 
 
 def test_pool_admits_highest_running_products_first():
@@ -743,13 +746,13 @@ def test_only_the_verified_entries_enter_the_cut_and_a_draft_is_capped_at_2d_plu
     cuts, fulls, kept = [], [], []
     admit_pool, draft_fresh = plain.admit_pool, plain.draft_fresh
 
-    def spy_admit(want, rq, slots, capacity, sel, counts):
+    def spy_admit(want, rq, slots, capacity, sel, counts, lv, work):
         cuts.append((want.copy(), sel.copy(), capacity))
         kept.extend(slots[4][sel])
-        return admit_pool(want, rq, slots, capacity, sel, counts)
+        admit_pool(want, rq, slots, capacity, sel, counts, lv, work)
 
-    def spy_fresh(rule, mach, lay, tab, logs, counts, rq, slots, pool_, starts, stops, sel, releases, late):
-        draft_fresh(rule, mach, lay, tab, logs, counts, rq, slots, pool_, starts, stops, sel, releases, late)
+    def spy_fresh(rule, mach, lay, tab, logs, counts, rq, slots, pool_, starts, stops, sel, work):
+        draft_fresh(rule, mach, lay, tab, logs, counts, rq, slots, pool_, starts, stops, sel, work)
         cur, pos, left = slots[0], slots[1], slots[2]
         for s in np.flatnonzero(sel & (left > 0)):
             fulls.append((pool_[2][s], lengths[0, cur[s], pos[s]]))  # the workload's (the loop reads them capped)

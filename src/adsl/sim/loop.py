@@ -618,12 +618,14 @@ def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times,
 
 
 # -- the pools (SADDLE-p, SADDLE-s, SADDLE) -----------------------------------------------------------
-@njit(cache=True)
-def _kth_largest(a, k):
-    """The k-th largest value of ``a`` (1-based): Wirth's selection on a copy."""
-    b = a.copy()
-    want = b.size - k
-    lo, hi = 0, b.size - 1
+@njit(cache=True, _nrt=False)
+def _kth_largest(a, k, b):
+    """The k-th largest value of ``a`` (1-based): Wirth's selection on a copy in ``b`` (as long as ``a`` or longer)."""
+    n = a.size
+    for i in range(n):
+        b[i] = a[i]
+    want = n - k
+    lo, hi = 0, n - 1
     while lo < hi:
         x = b[want]
         i, j = lo, hi
@@ -643,50 +645,55 @@ def _kth_largest(a, k):
     return b[want]
 
 
-@njit(cache=True)
-def _cut(score, k):
+@njit(cache=True, _nrt=False)
+def _cut(score, k, hist, held, b):
     """(the k-th largest (1-based) of running products in [0, 1], how many values exceed it): a histogram of
-    ``BINS`` equal bins finds the bin that holds it (``int(x * BINS)`` orders like ``x``, and equal values share a
-    bin, so every value of a higher bin exceeds it), Wirth's selection finds it among that bin's few values. Values
-    outside [0, 1] (no confidence gives one) take Wirth's over all. On a SADDLE run's own cuts (about 590 scores, k
-    about 384) 6x faster than Wirth's alone (docs/simulator.md)."""
-    hist = np.zeros(BINS + 1, np.int64)
+    ``BINS`` equal bins (into ``hist``, ``BINS`` + 1 long) finds the bin that holds it (``int(x * BINS)`` orders
+    like ``x``, and equal values share a bin, so every value of a higher bin exceeds it), Wirth's selection finds
+    it among that bin's few values (copied into ``held``, then ``b``: each one longer than ``score``). Values
+    outside [0, 1] (no confidence gives one) take Wirth's over all. On a SADDLE run's own cuts (about 590 scores,
+    k about 384) 6x faster than Wirth's alone (docs/simulator.md)."""
+    hist[:] = 0
     for x in score:
         if not (x >= 0.0 and x <= 1.0):
-            v = _kth_largest(score, k)
+            v = _kth_largest(score, k, b)
             above = 0
             for y in score:
                 above += y > v
             return v, above
         hist[int(x * BINS)] += 1
-    above, b = 0, BINS
-    while above + hist[b] < k:
-        above += hist[b]
-        b -= 1
-    held = np.empty(hist[b] + 1)  # one spare: every value is written, the last one over
+    above, bin_ = 0, BINS
+    while above + hist[bin_] < k:
+        above += hist[bin_]
+        bin_ -= 1
     j = 0
-    for x in score:  # branch-free: the count moves on past a value of the bin
+    for x in score:  # branch-free: the count moves on past a value of the bin (one spare: the last one over)
         held[j] = x
-        j += int(x * BINS) == b
-    v = _kth_largest(held[:j], k - above)
+        j += int(x * BINS) == bin_
+    v = _kth_largest(held[:j], k - above, b)
     for x in held[:j]:
         above += x > v
     return v, above
 
 
-@njit(cache=True)
-def pool_admit(want, rq, slots, capacity, queries):
-    """Draft tokens admitted per slot: the ``capacity - queries`` tokens with the highest running product
-    of the draft's confidences over all slots, never more than ``want``. The product falls along a draft,
-    so each request keeps a prefix; ties at the cut go to the earlier slot."""
+@njit(cache=True, _nrt=False)
+def pool_admit(want, rq, slots, capacity, queries, out, cut, hist):
+    """Draft tokens admitted per slot, into ``out``: the ``capacity - queries`` tokens with the highest running
+    product of the draft's confidences over all slots, never more than ``want``. The product falls along a
+    draft, so each request keeps a prefix; ties at the cut go to the earlier slot. ``cut`` (3 rows, longer than
+    the tokens wanted) and ``hist``: the cut's buffers (``_cut``)."""
     room = max(capacity - queries, 0)
-    out = want.copy()
-    total = want.sum()
+    total = 0
+    for s in range(want.size):
+        out[s] = want[s]
+        total += want[s]
     if total <= room:
-        return out
+        return
+    if total >= cut.shape[1]:
+        raise RuntimeError("adsl.sim.loop: more tokens wanted than the pool's cut buffers hold")
     cur, pos = slots[0], slots[1]
     first, later = rq[9], rq[10]
-    score = np.empty(total)  # slot by slot, each request's tokens in draft order
+    score = cut[0, :total]  # slot by slot, each request's tokens in draft order
     i = 0
     for s in range(want.size):
         w = want[s]
@@ -701,8 +708,8 @@ def pool_admit(want, rq, slots, capacity, queries):
             score[i + j] = h
         i += w
     if room <= 0:
-        return out
-    v, above = _cut(score, room)
+        return
+    v, above = _cut(score, room, hist, cut[1], cut[2])
     ties = room - above  # values equal to the cut, taken by the earlier slots
     i = 0
     for s in range(want.size):  # branch-free: which values pass is data, not a pattern to predict
@@ -714,18 +721,16 @@ def pool_admit(want, rq, slots, capacity, queries):
             c += (x > v) | tie
             ties -= tie
         out[s] = c
-    return out
 
 
 @njit(inline="always", **INNER)
-def admit_pool(want, rq, slots, capacity, sel, counts):
-    """Pool admission of the entries of slots ``sel`` (``pool_admit``); counts the largest pool so far."""
-    lv = pool_admit(want, rq, slots, capacity, sel.sum())
+def admit_pool(want, rq, slots, capacity, sel, counts, lv, work):
+    """Pool admission of the entries of slots ``sel`` into ``lv`` (``pool_admit``); counts the largest pool so far."""
+    pool_admit(want, rq, slots, capacity, sel.sum(), lv, work[W_CUT], work[W_HIST])
     pooled = 0
     for s in range(sel.size):
         pooled += lv[s] + 1 if sel[s] else 0
     counts[8] = max(counts[8], pooled)
-    return lv
 
 
 @njit(_nrt=False, **INNER)
@@ -754,21 +759,52 @@ def _chains(mach, lay, tab, logs, counts, kind, lengths, ctx, release, starts, s
             ends[s] = end
 
 
-@njit(**INNER)
-def draft_fresh(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, releases, late):
-    """Slots ``sel`` without a kept eager entry draft a fresh one (released per slot at ``releases``; a
-    micro-batch's chain starts when its last drafting slot is released). Slots ``late`` (requests admitted
-    with a prefill) draft in a chain of their own after the rest of their micro-batch's, so a prefill does
-    not hold back the drafting of requests already running. Without the Eager Pool a request drafts only
+# The pool's buffers, one set a replica (``pool_loop``): the helpers that fill them allocate nothing and are
+# compiled without reference counting, where their arguments' counts and their arrays' allocations were a tenth of
+# SADDLE's loop (docs/simulator.md). Per slot: tokens (eager ones, a fresh entry's), tokens of one part of a
+# draft, a chain's end, a context, when each slot's eager chain ends, when it drafts next, whether it is free,
+# whether it drafts late; per micro-batch: a chain's release; the cut's buffers (``pool_admit``).
+W_TOKENS, W_PART, W_ENDS, W_CTX, W_EAGER_END, W_RELEASES, W_FREE, W_LATE, W_MB, W_CUT, W_HIST = range(11)
+
+
+@njit(inline="always", **INNER)
+def pool_buffers(n_slots, n_groups, d):
+    """Empty buffers of the pool loop (``W_*``) for ``n_slots`` slots in ``n_groups`` micro-batches, entries of up
+    to ``d`` tokens."""
+    i, f, b = np.zeros(n_slots, np.int64), np.zeros(n_slots), np.zeros(n_slots, np.bool_)
+    cut = np.zeros((3, n_slots * d + 2))
+    return (
+        i,
+        i.copy(),
+        f,
+        f.copy(),
+        f.copy(),
+        f.copy(),
+        b,
+        b.copy(),
+        np.zeros(n_groups),
+        cut,
+        np.zeros(BINS + 1, np.int64),
+    )
+
+
+@njit(_nrt=False, **INNER)
+def draft_fresh(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, work):
+    """Slots ``sel`` without a kept eager entry draft a fresh one (released per slot at ``work[W_RELEASES]``; a
+    micro-batch's chain starts when its last drafting slot is released). Slots ``work[W_LATE]`` (requests
+    admitted with a prefill) draft in a chain of their own after the rest of their micro-batch's, so a prefill
+    does not hold back the drafting of requests already running. Without the Eager Pool a request drafts only
     what fits: the pool's room beside the other requests' entries and every request's query token, highest
     running product first (``pool_admit``). ``rule``: (d, pool capacity, eager, prefill)."""
     d, capacity, eager = rule[0], rule[1], rule[2]
     cur, pos, left, ctx, held = slots[0], slots[1], slots[2], slots[3], slots[4]
     ready, offered, full = pool[0], pool[1], pool[2]
+    fresh, part_lengths, ends, start = work[W_TOKENS], work[W_PART], work[W_ENDS], work[W_MB]
+    releases, late = work[W_RELEASES], work[W_LATE]
     lengths, adaptive = length_table(rq, slots), rq[8]
     n_slots = cur.size
-    fresh = np.zeros(n_slots, np.int64)
     for s in range(n_slots):  # an idle slot's full is never read: _finish reads verified slots, which are busy
+        fresh[s] = 0
         if sel[s] and left[s] > 0:
             full[s] = min(lengths[cur[s], pos[s]], 2 * d + 1) if adaptive else d
             fresh[s] = min(full[s], d) if held[s] == 0 else 0
@@ -777,7 +813,9 @@ def draft_fresh(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, sto
         for s in range(n_slots):
             queries += left[s] > 0
             others += offered[s] if left[s] > 0 and not sel[s] else 0
-        fresh = pool_admit(fresh, rq, slots, capacity - others, queries)
+        for s in range(n_slots):
+            part_lengths[s] = fresh[s]
+        pool_admit(part_lengths, rq, slots, capacity - others, queries, fresh, work[W_CUT], work[W_HIST])
     any_draft = False
     for s in range(n_slots):
         if sel[s]:
@@ -787,13 +825,12 @@ def draft_fresh(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, sto
     if not any_draft:
         return
     first, tokens = np.inf, 0
-    ends = np.empty(n_slots)
     for part in range(2 if late.any() else 1):  # the slots released together, then those admitted with a prefill
-        part_lengths = np.zeros(n_slots, np.int64)
-        start = np.full(starts.size, -np.inf)
         some = False
         for i in range(starts.size):
+            start[i] = -np.inf
             for s in range(starts[i], stops[i]):
+                part_lengths[s] = 0
                 if fresh[s] > 0 and late[s] == (part == 1):
                     part_lengths[s] = fresh[s]
                     start[i] = max(start[i], releases[s])
@@ -810,15 +847,15 @@ def draft_fresh(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, sto
 
 
 @njit(inline="always", **INNER)
-def draft_together(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, t):
+def draft_together(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, t, work):
     """Slots ``sel`` draft fresh entries, all released at ``t``."""
-    n = sel.size
-    releases, late = np.full(n, t), np.zeros(n, np.bool_)
-    draft_fresh(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, releases, late)
+    work[W_RELEASES][:] = t
+    work[W_LATE][:] = False
+    draft_fresh(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, work)
 
 
 @njit(inline="always", **INNER)
-def _refill(rule, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, now):
+def _refill(rule, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, now, work):
     """Open loop, before a pooled pass at ``now``: idle slots take the requests that have arrived, are
     prefilled and draft their first entries; with nothing in flight, wait for the next arrival. Returns
     when the verifier may start (NONE: no request left)."""
@@ -828,7 +865,7 @@ def _refill(rule, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, 
         if idle.any() and waiting(rq, slots, now):
             admitted = admit(rq, slots, idle, now)
             t = start_requests(mach, lay, tab, logs, times, slots, admitted, now, with_prefill)
-            draft_together(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, admitted, t)
+            draft_together(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, admitted, t, work)
         if (left > 0).any():
             return now
         nxt = next_arrival(rq, slots)
@@ -849,34 +886,37 @@ def _drafter_idle(mach, lay, tab, n, ctx, t):
     return k >= cnt[r] or st[r, k] > t
 
 
-@njit(**INNER)
-def _finish(rule, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, sel, start, end, lv):
+@njit(_nrt=False, **INNER)
+def _finish(rule, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, sel, start, end, lv, work):
     """Eager drafting of the verified requests during the pass (``rule``'s eager), then acceptance and the tokens
-    emitted at ``end``; returns the slots left free and when each slot's eager chain ends."""
+    emitted at ``end``; the slots left free into ``work[W_FREE]``, when each slot's eager chain ends into
+    ``work[W_EAGER_END]``."""
     d, eager = rule[0], rule[2]
     cur, pos, left, ctx, held, cont = slots[0], slots[1], slots[2], slots[3], slots[4], slots[5]
     offered, full = pool[1], pool[2]
     runs, flagged, cont_runs, t_done = rq[4], rq[5], rq[6], times[2]
+    extra, ends, after, release = work[W_TOKENS], work[W_ENDS], work[W_CTX], work[W_MB]
+    eager_end, free = work[W_EAGER_END], work[W_FREE]
     n_slots = cur.size
-    extra = np.zeros(n_slots, np.int64)
-    eager_end = np.full(n_slots, start)
     some = False
     for s in range(n_slots):
-        if sel[s] and eager:
-            extra[s] = min(max(full[s] - offered[s], 0), d + 1)  # the rest of its full draft, d + 1 at most
-            some |= extra[s] > 0
+        extra[s] = min(max(full[s] - offered[s], 0), d + 1) if sel[s] and eager else 0  # the rest of its draft
+        some |= extra[s] > 0
+        eager_end[s] = start
     if some:
-        ends = np.empty(n_slots)
-        release = np.full(starts.size, start)
-        _chains(mach, lay, tab, logs, counts, EAGER, extra, ctx + offered, release, starts, stops, ends)
+        for s in range(n_slots):
+            after[s] = ctx[s] + offered[s]
+        release[:] = start
+        _chains(mach, lay, tab, logs, counts, EAGER, extra, after, release, starts, stops, ends)
         for s in range(n_slots):
             if extra[s] > 0:
                 eager_end[s] = ends[s]
         _round(logs, start, 0, extra.sum())
-    emitted = np.zeros(n_slots, np.int64)
-    adv = np.zeros(n_slots, np.int64)
+    # acceptance, then the verified slots' tokens emitted (only verified slots accept, keep or lose tokens)
+    completed, tokens = 0, 0
     for s in range(n_slots):
-        if not sel[s]:  # only verified slots accept, keep or lose tokens
+        free[s] = False
+        if not sel[s]:
             continue
         r = cur[s]
         run = cont_runs[r, pos[s]] if flagged and cont[s] else runs[r, pos[s]]
@@ -891,35 +931,30 @@ def _finish(rule, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, 
             counts[7] += 0 if keep else offered[s] + extra[s] - acc - bonus
         held[s] = rest - 1 if keep else 0
         cont[s] = keep
-        emitted[s] = min(acc + 1, left[s])
-        adv[s] = acc + 1
-    # emit the verified slots' tokens, refill finished slots (their prefill)
-    completed, tokens = 0, 0
-    free = np.zeros(n_slots, np.bool_)
-    for s in range(n_slots):
-        left[s] -= emitted[s]
-        ctx[s] += emitted[s]
-        pos[s] += adv[s]  # 0 unless verified
-        done = sel[s] and left[s] == 0
-        if done:
+        emitted = min(acc + 1, left[s])
+        left[s] -= emitted
+        ctx[s] += emitted
+        pos[s] += acc + 1
+        tokens += emitted
+        if left[s] == 0:
             cont[s] = False
             held[s] = 0
             completed += 1
             t_done[cur[s]] = end
-        tokens += emitted[s]
-        free[s] = sel[s] and left[s] == 0
+            free[s] = True
     _event(logs, end, float(tokens), completed)
-    return free, eager_end
 
 
-@njit(**INNER)
-def _releases(mach, lay, tab, slots, sel, admitted, eager_end, end, t):
-    """When each verified slot drafts its next entry, and the slots that draft in a chain of their own (late):
-    after its eager chain, and after the prefill of the requests admitted at the pass's ``end`` (it ends at
-    ``t``) unless the drafter is idle during that prefill: the others then draft from ``end``."""
+@njit(_nrt=False, **INNER)
+def _releases(mach, lay, tab, slots, sel, admitted, end, t, work):
+    """When each verified slot drafts its next entry (into ``work[W_RELEASES]``), and the slots that draft in a
+    chain of their own (``work[W_LATE]``): after its eager chain, and after the prefill of the requests admitted
+    at the pass's ``end`` (it ends at ``t``) unless the drafter is idle during that prefill: the others then
+    draft from ``end``."""
     left, ctx = slots[2], slots[3]
+    eager_end, releases, late = work[W_EAGER_END], work[W_RELEASES], work[W_LATE]
     n_slots = sel.size
-    late = np.zeros(n_slots, np.bool_)
+    apart = False
     if t > end:  # prefilled: the others draft during it where their drafter is idle
         n, total = ZERO, 0.0
         for s in range(n_slots):
@@ -927,13 +962,11 @@ def _releases(mach, lay, tab, slots, sel, admitted, eager_end, end, t):
                 n += 1
                 total += ctx[s]
         if n and _drafter_idle(mach, lay, tab, n, total / n, end):
-            late = admitted
-    releases = np.maximum(t, eager_end)
-    if late.any():  # the others from the verification's end
-        for s in range(n_slots):
-            if not late[s]:
-                releases[s] = max(end, eager_end[s])
-    return releases, late
+            apart = admitted.any()
+    for s in range(n_slots):
+        late[s] = apart and admitted[s]
+        # the late slots after the prefill, the others from the verification's end
+        releases[s] = max(t, eager_end[s]) if late[s] or not apart else max(end, eager_end[s])
 
 
 @njit(cache=True, nogil=True)
@@ -950,43 +983,46 @@ def pool_loop(rule, complete, mach, lay, tab, logs, counts, times, rq, slots, st
     n_slots = left.size
     pool = (np.zeros(n_slots), np.zeros(n_slots, np.int64), np.zeros(n_slots, np.int64))  # ready, offered, full
     ready, offered = pool[0], pool[1]
+    work = pool_buffers(n_slots, starts.size, d)
+    free = work[W_FREE]
+    sel, want, lv = np.zeros(n_slots, np.bool_), np.zeros(n_slots, np.int64), np.zeros(n_slots, np.int64)
     every, nobody = np.ones(n_slots, np.bool_), np.zeros(n_slots, np.bool_)
-    draft_together(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, every, 0.0)
+    draft_together(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, every, 0.0, work)
     verifier_free = 0.0
     while True:
         if rq[3]:  # idle slots take what has arrived before the next pass
-            now = _refill(rule, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, verifier_free)
+            now = _refill(
+                rule, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, verifier_free, work
+            )
             if now == NONE:
                 break
             verifier_free = now
-        act = left > 0
-        if not act.any():
-            break
         pending = -np.inf if complete else np.inf
+        busy = False
         for s in range(n_slots):
-            if act[s]:
+            if left[s] > 0:
+                busy = True
                 pending = max(pending, ready[s]) if complete else min(pending, ready[s])
+        if not busy:
+            break
         start = max(verifier_free, pending)
-        sel = act & (ready <= start)
-        want = np.zeros(n_slots, np.int64)
         for s in range(n_slots):
+            sel[s] = left[s] > 0 and ready[s] <= start
             want[s] = min(offered[s], d) if sel[s] else 0
-        lv = admit_pool(want, rq, slots, capacity, sel, counts)
+        admit_pool(want, rq, slots, capacity, sel, counts, lv, work)
         advance(mach, min(start, verifier_free))
         end, n = pooled_verify(mach, lay, tab, logs, counts, start, sel, ctx, lv)
         verifier_free = mach[5][0]
         _round(logs, end, n, 0)
-        free, eager_end = _finish(
-            rule, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, sel, start, end, lv
-        )
+        _finish(rule, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, sel, start, end, lv, work)
         # finished slots take queued requests here, not inside _finish: numba compiles each function together with
         # every function it calls, so a shallower tree of calls compiles faster
         admitted, t = nobody, end
         if free.any() and waiting(rq, slots, end):
             admitted = admit(rq, slots, free, end)
             t = start_requests(mach, lay, tab, logs, times, slots, admitted, end, rule[3])
-        releases, late = _releases(mach, lay, tab, slots, sel, admitted, eager_end, end, t)
-        draft_fresh(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, releases, late)
+        _releases(mach, lay, tab, slots, sel, admitted, end, t, work)
+        draft_fresh(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, work)
 
 
 # -- one replica --------------------------------------------------------------------------------------
