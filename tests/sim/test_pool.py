@@ -55,7 +55,8 @@ def _admit(want, conf, later, pos, capacity, queries):
     )
     want = np.asarray(want, np.int64)
     out, hist = np.full(n, -7, np.int64), np.full(loop.BINS + 1, 7, np.int64)  # buffers as an earlier pass left them
-    loop.pool_admit(want, rq, slots, capacity, queries, out, np.full((3, want.sum() + 2), np.nan), hist)
+    cut, grid = np.full((3, want.sum() + 2), np.nan), np.full((n, max(want.max(), 1) + 1), 2.0)  # above any cut
+    loop.pool_admit(want, rq, slots, capacity, queries, out, cut, hist, grid)
     return out
 
 

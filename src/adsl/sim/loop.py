@@ -677,11 +677,12 @@ def _cut(score, k, hist, held, b):
 
 
 @njit(cache=True, _nrt=False)
-def pool_admit(want, rq, slots, capacity, queries, out, cut, hist):
+def pool_admit(want, rq, slots, capacity, queries, out, cut, hist, grid):
     """Draft tokens admitted per slot, into ``out``: the ``capacity - queries`` tokens with the highest running
     product of the draft's confidences over all slots, never more than ``want``. The product falls along a
-    draft, so each request keeps a prefix; ties at the cut go to the earlier slot. ``cut`` (3 rows, longer than
-    the tokens wanted) and ``hist``: the cut's buffers (``_cut``)."""
+    draft, so each request keeps a prefix; ties at the cut go to the earlier slot. Buffers: ``cut`` (3 rows,
+    longer than the tokens wanted) and ``hist`` for the cut (``_cut``), ``grid`` (a row a slot, as long as the
+    most tokens a slot may want) for the scores by slot."""
     room = max(capacity - queries, 0)
     total = 0
     for s in range(want.size):
@@ -694,39 +695,41 @@ def pool_admit(want, rq, slots, capacity, queries, out, cut, hist):
     cur, pos = slots[0], slots[1]
     first, later = rq[9], rq[10]
     score = cut[0, :total]  # slot by slot, each request's tokens in draft order
+    grid[:] = np.nan  # and by slot, a row each: NaN (no token) is neither above nor equal to any cut
     i = 0
     for s in range(want.size):
         w = want[s]
         out[s] = 0
         if w == 0:  # an idle slot wants 0 tokens and reads nothing (its cur may lie past the last request)
             continue
+        if w > grid.shape[1]:
+            raise RuntimeError("adsl.sim.loop: a slot wants more tokens than the pool's grid holds")
         r, p = cur[s], pos[s]
         h = np.float64(first[r, p])  # 1.0 * first, as the product starts
-        score[i] = h
+        score[i] = grid[s, 0] = h
         for j in range(1, w):
             h *= np.float64(later[r, p + j])
-            score[i + j] = h
+            score[i + j] = grid[s, j] = h
         i += w
     if room <= 0:
         return
     v, above = _cut(score, room, hist, cut[1], cut[2])
-    ties = room - above  # values equal to the cut, taken by the earlier slots
-    i = 0
-    for s in range(want.size):  # branch-free: which values pass is data, not a pattern to predict
-        c = 0
-        for _ in range(want[s]):
-            x = score[i]
-            i += 1
-            tie = (x == v) & (ties > 0)
-            c += (x > v) | tie
-            ties -= tie
-        out[s] = c
+    ties = room - above  # values equal to the cut, taken by the earlier slots (in draft order within a slot)
+    for s in range(want.size):  # a fixed count a slot: no branch on how many tokens each wants
+        gt, eq = 0, 0
+        for j in range(grid.shape[1]):
+            x = grid[s, j]
+            gt += x > v
+            eq += x == v
+        take = min(eq, ties)
+        ties -= take
+        out[s] = gt + take
 
 
 @njit(inline="always", **INNER)
 def admit_pool(want, rq, slots, capacity, sel, counts, lv, work):
     """Pool admission of the entries of slots ``sel`` into ``lv`` (``pool_admit``); counts the largest pool so far."""
-    pool_admit(want, rq, slots, capacity, sel.sum(), lv, work[W_CUT], work[W_HIST])
+    pool_admit(want, rq, slots, capacity, sel.sum(), lv, work[W_CUT], work[W_HIST], work[W_GRID])
     pooled = 0
     for s in range(sel.size):
         pooled += lv[s] + 1 if sel[s] else 0
@@ -763,8 +766,8 @@ def _chains(mach, lay, tab, logs, counts, kind, lengths, ctx, release, starts, s
 # compiled without reference counting, where their arguments' counts and their arrays' allocations were a tenth of
 # SADDLE's loop (docs/simulator.md). Per slot: tokens (eager ones, a fresh entry's), tokens of one part of a
 # draft, a chain's end, a context, when each slot's eager chain ends, when it drafts next, whether it is free,
-# whether it drafts late; per micro-batch: a chain's release; the cut's buffers (``pool_admit``).
-W_TOKENS, W_PART, W_ENDS, W_CTX, W_EAGER_END, W_RELEASES, W_FREE, W_LATE, W_MB, W_CUT, W_HIST = range(11)
+# whether it drafts late; per micro-batch: a chain's release; the cut's buffers and the scores by slot (``pool_admit``).
+W_TOKENS, W_PART, W_ENDS, W_CTX, W_EAGER_END, W_RELEASES, W_FREE, W_LATE, W_MB, W_CUT, W_HIST, W_GRID = range(12)
 
 
 @njit(inline="always", **INNER)
@@ -772,20 +775,8 @@ def pool_buffers(n_slots, n_groups, d):
     """Empty buffers of the pool loop (``W_*``) for ``n_slots`` slots in ``n_groups`` micro-batches, entries of up
     to ``d`` tokens."""
     i, f, b = np.zeros(n_slots, np.int64), np.zeros(n_slots), np.zeros(n_slots, np.bool_)
-    cut = np.zeros((3, n_slots * d + 2))
-    return (
-        i,
-        i.copy(),
-        f,
-        f.copy(),
-        f.copy(),
-        f.copy(),
-        b,
-        b.copy(),
-        np.zeros(n_groups),
-        cut,
-        np.zeros(BINS + 1, np.int64),
-    )
+    cut, hist, grid = np.zeros((3, n_slots * d + 2)), np.zeros(BINS + 1, np.int64), np.zeros((n_slots, max(d, 1)))
+    return (i, i.copy(), f, f.copy(), f.copy(), f.copy(), b, b.copy(), np.zeros(n_groups), cut, hist, grid)
 
 
 @njit(_nrt=False, **INNER)
@@ -815,7 +806,7 @@ def draft_fresh(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, sto
             others += offered[s] if left[s] > 0 and not sel[s] else 0
         for s in range(n_slots):
             part_lengths[s] = fresh[s]
-        pool_admit(part_lengths, rq, slots, capacity - others, queries, fresh, work[W_CUT], work[W_HIST])
+        pool_admit(part_lengths, rq, slots, capacity - others, queries, fresh, work[W_CUT], work[W_HIST], work[W_GRID])
     any_draft = False
     for s in range(n_slots):
         if sel[s]:
