@@ -318,3 +318,35 @@ def test_a_replicated_draft_runs_one_whole_pass_on_every_stage_at_once(plain):
     np.testing.assert_array_equal(mach[3], [1.0, 1.0])
     assert [(mach[0][m, 0], mach[1][m, 0]) for m in range(2)] == [(0.5, 1.5), (0.5, 1.5)]
     assert logs[plain.JOBS][0].tolist() == [plain.DRAFT, 0.5, 1.5]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    lengths=st.one_of(
+        st.lists(st.integers(0, 9), min_size=1, max_size=40),  # an adaptive rule's lengths
+        st.integers(1, 9).flatmap(lambda k: st.lists(st.sampled_from([0, k]), min_size=1, max_size=40)),  # fixed d
+    ),
+    data=st.data(),
+)
+def test_a_draft_chains_steps_count_their_requests_and_sum_their_contexts_in_slot_order(plain, lengths, data):
+    """``draft_chain``'s step j drafts for the requests with a length above j, at their mean context + j: its
+    logged request count and context are those of a plain sum over the slots in order (every length up to
+    step buffers as long as the chain, requests that draft nothing, and lengths all 0 or k, which take the
+    one-sum path).
+    A chain in which nobody drafts books nothing and ends at its release."""
+    ctx = np.array(data.draw(st.lists(st.floats(1.0, 5000.0), min_size=len(lengths), max_size=len(lengths))))
+    lengths = np.array(lengths, np.int64)
+    k = int(lengths.max())
+    steps = plain.machines(1, 1, False, max(k, 1))  # step buffers as long as the chain: enough
+    mach, logs, counts = steps, plain.new_logs((4, 16, 1, 1, 0)), np.zeros(9, np.int64)
+    ones = np.ones((1, 41, 4))
+    tab = (ones, 0 * ones, None, None, None, None, None, None, 16.0, np.zeros(2, np.int64), None)
+    end = plain.draft_chain(mach, (1, False, 1, False, False, 0.0), tab, logs, counts, plain.DRAFT, 2.0, lengths, ctx)
+    assert counts[1] == k and logs[5][plain.PASSES] == k
+    assert end == (2.0 + k if k else 2.0)
+    for j in range(k):
+        n, total = 0, 0.0
+        for m, c in zip(lengths, ctx, strict=True):
+            if m > j:
+                n, total = n + 1, total + c
+        assert tuple(logs[plain.PASSES][j, 3:5]) == (n, total / n + j)

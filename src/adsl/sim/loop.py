@@ -17,7 +17,10 @@ one the earlier Python core did, in the same order, so results are the same to t
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic, overload
 
 AD, SD, POOL = 0, 1, 2
 KINDS = ("draft", "eager", "verify", "decode", "prefill")
@@ -52,6 +55,36 @@ INNER = {"cache": True, "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
 # helpers, segments, advance, the heap, waiting / next_arrival) are compiled without reference counting
 # (_nrt=False): their callers hold every array they are handed, and numba's count of each on entry and exit was
 # the loops' commonest (AD's loop 25 %, SD's 15 % faster; docs/simulator.md, twenty-fifth session).
+
+
+# -- memory hints -------------------------------------------------------------------------------------
+def prefetch(a, i, j):
+    """Ask the processor to bring the cache line of ``a[i, j]`` in, ahead of a loop that reads it (``a`` 2-D; any
+    address is safe: a prefetch never faults). Nothing uncompiled. Each round reads every slot's streams at its
+    request's row, a cache line each, where a load waited for the one before it behind the loop's branches."""
+
+
+@intrinsic
+def _prefetch(typingctx, a, i, j):
+    def codegen(context, builder, signature, args):
+        ty = signature.args[0]
+        ptr = cgutils.get_item_pointer(
+            context, builder, ty, context.make_array(ty)(context, builder, args[0]), args[1:]
+        )
+        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), "llvm.prefetch.p0"
+        )
+        # a read, kept in the caches near the core (locality 2 of 3), data
+        builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 2), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return types.void(a, types.intp, types.intp), codegen
+
+
+@overload(prefetch)
+def _prefetch_compiled(a, i, j):
+    return lambda a, i, j: _prefetch(a, i, j)
 
 
 # -- cost look-ups ------------------------------------------------------------------------------------
@@ -298,22 +331,37 @@ def draft_chain(mach, lay, tab, logs, counts, kind, release, lengths, ctx):
     the chain's end (``release`` when nobody drafts). Its steps' variants, requests and contexts go in the
     machines' step buffers (``mach[9]``, ``mach[10]``): allocating nothing, it is compiled without reference
     counting (see ``INNER``), where its arguments' counts were a fifth of a pool run's."""
-    k = 0
+    k, lo = 0, 1 << 30  # the longest draft, the shortest of those that draft
     for v in lengths:
         k = max(k, v)
+        lo = min(lo, v if v > 0 else 1 << 30)
     if k <= 0:
         return release
     if k > mach[10].size:
         raise RuntimeError("adsl.sim.loop: a draft chain longer than the machines' step buffers")
     dg, dp, step, fc_on_pim = tab[0], tab[1], tab[8], tab[9]
     var, ns, cs = mach[9][0], mach[9][1], mach[10]
-    for j in range(k):
-        ns[j], cs[j] = 0, 0.0
-    for i in range(lengths.size):  # request by request: each step's context sum adds in slot order
-        c = ctx[i]
-        for j in range(lengths[i]):
-            ns[j] += 1
-            cs[j] += c
+    # each step's requests and context sum, the sum in slot order; + 0.0 where a request drafts no further (the
+    # same sums), so no branch on a length and no wait on a sum's last store
+    if lo == k:  # every request drafts k tokens or none (a fixed draft length): every step's sums alike
+        n0, c0 = 0, 0.0
+        for i in range(lengths.size):
+            n0, c0 = n0 + (lengths[i] > 0), c0 + (ctx[i] if lengths[i] > 0 else 0.0)
+        for j in range(k):
+            ns[j], cs[j] = n0, c0
+    else:
+        for j in range(0, k, 4):  # four steps at once
+            n0, n1, n2, n3 = 0, 0, 0, 0
+            c0, c1, c2, c3 = 0.0, 0.0, 0.0, 0.0
+            for i in range(lengths.size):
+                m, c = lengths[i], ctx[i]
+                n0, c0 = n0 + (m > j), c0 + (c if m > j else 0.0)
+                n1, c1 = n1 + (m > j + 1), c1 + (c if m > j + 1 else 0.0)
+                n2, c2 = n2 + (m > j + 2), c2 + (c if m > j + 2 else 0.0)
+                n3, c3 = n3 + (m > j + 3), c3 + (c if m > j + 3 else 0.0)
+            for jj, (n, c) in enumerate(((n0, c0), (n1, c1), (n2, c2), (n3, c3))):
+                if j + jj < k:
+                    ns[j + jj], cs[j + jj] = n, c
     g_s, p_s = 0.0, 0.0
     on_pim = 0
     for j in range(k):
@@ -694,6 +742,9 @@ def pool_admit(want, rq, slots, capacity, queries, out, cut, hist, grid):
         raise RuntimeError("adsl.sim.loop: more tokens wanted than the pool's cut buffers hold")
     cur, pos = slots[0], slots[1]
     first, later = rq[9], rq[10]
+    for s in range(want.size):  # an idle slot's row may lie past the last request: a prefetch reads nothing
+        prefetch(first, cur[s], pos[s])
+        prefetch(later, cur[s], pos[s] + 1)
     score = cut[0, :total]  # slot by slot, each request's tokens in draft order
     grid[:] = np.nan  # and by slot, a row each: NaN (no token) is neither above nor equal to any cut
     i = 0
@@ -794,6 +845,8 @@ def draft_fresh(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, sto
     releases, late = work[W_RELEASES], work[W_LATE]
     lengths, adaptive = length_table(rq, slots), rq[8]
     n_slots = cur.size
+    for s in range(n_slots):
+        prefetch(lengths, cur[s], pos[s])
     for s in range(n_slots):  # an idle slot's full is never read: _finish reads verified slots, which are busy
         fresh[s] = 0
         if sel[s] and left[s] > 0:
@@ -889,6 +942,8 @@ def _finish(rule, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, 
     extra, ends, after, release = work[W_TOKENS], work[W_ENDS], work[W_CTX], work[W_MB]
     eager_end, free = work[W_EAGER_END], work[W_FREE]
     n_slots = cur.size
+    for s in range(n_slots):
+        prefetch(cont_runs if flagged and cont[s] else runs, cur[s], pos[s])
     some = False
     for s in range(n_slots):
         extra[s] = min(max(full[s] - offered[s], 0), d + 1) if sel[s] and eager else 0  # the rest of its draft
