@@ -214,7 +214,7 @@ def replica_logs(
             raise SimError(f"{name} must be (replicas, requests, >= {out.max() + d + 1}), got {np.shape(a)}")
     if light is not None and draft_lengths is None:
         raise SimError("light_lengths lower an adaptive rule's tau: they need draft_lengths")
-    if draft_lengths is not None and (np.asarray(draft_lengths) < 0).any():
+    if draft_lengths is not None and np.size(draft_lengths) and np.min(draft_lengths) < 0:  # one pass, no mask
         raise SimError("draft_lengths must be >= 0 (0: no draft)")
     if setup.pool_tokens and setup.pool_tokens < slots + 1:
         raise SimError(f"{setup.name}: pool of {setup.pool_tokens} tokens cannot hold one query token per request")
