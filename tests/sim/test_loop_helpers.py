@@ -350,3 +350,21 @@ def test_a_draft_chains_steps_count_their_requests_and_sum_their_contexts_in_slo
             if m > j:
                 n, total = n + 1, total + c
         assert tuple(logs[plain.PASSES][j, 3:5]) == (n, total / n + j)
+
+
+def test_a_draft_chain_longer_than_the_step_buffers_raises(plain):
+    """The compiled chain writes its steps unchecked past this check: a chain of 4 steps in buffers of 3 raises
+    (the loop's buffers hold d + 1 steps, an eager draft's most)."""
+    tab = (np.ones((1, 3, 4)), np.zeros((1, 3, 4)), None, None, None, None, None, None, 16.0, np.zeros(2, np.int64))
+    with pytest.raises(RuntimeError, match=r"^adsl\.sim\.loop: a draft chain longer than the machines' step buffers$"):
+        plain.draft_chain(
+            plain.machines(1, 1, False, 3),
+            (1, False, 1, False, False, 0.0),
+            tab,
+            plain.new_logs((4, 16, 1, 1, 0)),
+            np.zeros(9, np.int64),
+            plain.DRAFT,
+            0.0,
+            np.array([4, 1]),
+            np.array([10.0, 20.0]),
+        )

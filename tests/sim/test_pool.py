@@ -26,10 +26,11 @@ NO_RUNS = np.zeros((1, 1), np.int32)
 
 
 # -- pool admission ----------------------------------------------------------------------------------------
-def _admit(want, conf, later, pos, capacity, queries):
+def _admit(want, conf, later, pos, capacity, queries, cut_len=None, grid_len=None):
     """``loop.pool_admit`` over one slot per request: request s in slot s at position ``pos[s]`` of its
     streams, its draft's first token at ``conf``, later ones at ``later`` (the tuples of
-    ``loop.run_replica``)."""
+    ``loop.run_replica``); its cut buffers ``cut_len`` long and its grid's rows ``grid_len`` (default: room to
+    spare)."""
     n = len(want)
     rq = (
         np.full(n, 64.0),  # prompt
@@ -55,9 +56,23 @@ def _admit(want, conf, later, pos, capacity, queries):
     )
     want = np.asarray(want, np.int64)
     out, hist = np.full(n, -7, np.int64), np.full(loop.BINS + 1, 7, np.int64)  # buffers as an earlier pass left them
-    cut, grid = np.full((3, want.sum() + 2), np.nan), np.full((n, max(want.max(), 1) + 1), 2.0)  # above any cut
+    cut = np.full((3, cut_len or want.sum() + 2), np.nan)
+    grid = np.full((n, grid_len or max(want.max(), 1) + 1), 2.0)  # above any cut
     loop.pool_admit(want, rq, slots, capacity, queries, out, cut, hist, grid)
     return out
+
+
+def test_pool_admission_refuses_buffers_too_small_for_the_tokens_wanted():
+    """``pool_admit`` reads its buffers unchecked past its checks: the cut's hold one more value than the
+    tokens wanted (its spare), a grid row as many as a slot wants. Exactly long enough ones admit (two
+    slots at 0.5 a token, room for 4 of 5 tokens: the ties at 0.25 go one to each); shorter ones raise."""
+    conf = np.full((2, 8), 0.5)
+    args = ([3, 2], conf, conf, [0, 0], 6, 2)
+    assert list(_admit(*args, cut_len=6, grid_len=3)) == [2, 2]
+    with pytest.raises(RuntimeError, match=r"^adsl\.sim\.loop: more tokens wanted than the pool's cut buffers hold$"):
+        _admit(*args, cut_len=5)
+    with pytest.raises(RuntimeError, match=r"^adsl\.sim\.loop: a slot wants more tokens than the pool's grid holds$"):
+        _admit(*args, grid_len=2)
 
 
 def test_pool_admits_highest_running_products_first():

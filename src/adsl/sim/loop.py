@@ -64,7 +64,9 @@ INNER = {"cache": True, "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
 def prefetch(a, i, j):
     """Ask the processor to bring the cache line of ``a[i, j]`` in, ahead of a loop that reads it (``a`` 2-D; any
     address is safe: a prefetch never faults). Nothing uncompiled. Each round reads every slot's streams at its
-    request's row, a cache line each, where a load waited for the one before it behind the loop's branches."""
+    request's row, a cache line each, where a load waited for the one before it behind the loop's branches. Its
+    calls are not mutated (``# pragma: no mutate``): mutation testing runs the loop uncompiled, where they do
+    nothing, and a hint for another address changes no value."""
 
 
 @intrinsic
@@ -746,8 +748,8 @@ def pool_admit(want, rq, slots, capacity, queries, out, cut, hist, grid):
     cur, pos = slots[0], slots[1]
     first, later = rq[9], rq[10]
     for s in range(want.size):  # an idle slot's row may lie past the last request: a prefetch reads nothing
-        prefetch(first, cur[s], pos[s])
-        prefetch(later, cur[s], pos[s] + 1)
+        prefetch(first, cur[s], pos[s])  # pragma: no mutate
+        prefetch(later, cur[s], pos[s] + 1)  # pragma: no mutate
     score = cut[0, :total]  # slot by slot, each request's tokens in draft order
     grid[:] = np.nan  # and by slot, a row each: NaN (no token) is neither above nor equal to any cut
     i = 0
@@ -849,7 +851,7 @@ def draft_fresh(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, sto
     lengths, adaptive = length_table(rq, slots), rq[8]
     n_slots = cur.size
     for s in range(n_slots):
-        prefetch(lengths, cur[s], pos[s])
+        prefetch(lengths, cur[s], pos[s])  # pragma: no mutate
     for s in range(n_slots):  # an idle slot's full is never read: _finish reads verified slots, which are busy
         fresh[s] = 0
         if sel[s] and left[s] > 0:
@@ -946,7 +948,7 @@ def _finish(rule, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, 
     eager_end, free = work[W_EAGER_END], work[W_FREE]
     n_slots = cur.size
     for s in range(n_slots):
-        prefetch(cont_runs if flagged and cont[s] else runs, cur[s], pos[s])
+        prefetch(cont_runs if flagged and cont[s] else runs, cur[s], pos[s])  # pragma: no mutate
     some = False
     for s in range(n_slots):
         extra[s] = min(max(full[s] - offered[s], 0), d + 1) if sel[s] and eager else 0  # the rest of its draft
