@@ -597,3 +597,13 @@ def test_replicas_already_run_are_taken_as_they_are_and_never_more_than_the_work
         core.replica_logs(s, pair, w, tables=tables, done=reps + reps)
     with pytest.raises(SimError, match=r"^draft_lengths must be >= 0 \(0: no draft\)$"):
         simulate_core(s, pair, dataclasses.replace(w, draft_lengths=lengths - 100))
+
+
+def test_narrow_caps_what_the_loop_reads_in_a_byte_where_the_cap_fits_one():
+    """``core.narrow``: values capped at ``cap``, uint8 up to a cap of 255 (the loop is compiled for it), int64
+    above, where a byte would wrap (a pool's draft lengths up to 2 d + 1 with d >= 128)."""
+    a = np.array([[0, 3, 255, 256, 70000]])
+    got = core.narrow(a, 255)
+    assert got.dtype == np.uint8 and got.tolist() == [[0, 3, 255, 255, 255]]
+    got = core.narrow(a, 257)
+    assert got.dtype == np.int64 and got.tolist() == [[0, 3, 255, 256, 257]]
