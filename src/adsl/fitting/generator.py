@@ -179,24 +179,28 @@ def as_flags(acc: np.ndarray) -> np.ndarray:
     return acc * (FIRST | CONTINUED) if acc.dtype == bool else acc
 
 
-def match_runs(acc: np.ndarray, continuing: bool = False) -> np.ndarray:
+def match_runs(acc: np.ndarray, continuing: bool = False, cap: int | None = None) -> np.ndarray:
     """runs[r, i] = tokens accepted from a draft of request r that starts at position i (for bool
     streams, the distance from i to the first rejected position at or after i). For flagged streams the
     first token must pass FIRST and later ones CONTINUED; ``continuing``: the draft continues an accepted
     one (every token uses CONTINUED). uint16 while the streams are shorter than 65,535 positions (half
-    the memory traffic of int32), int32 for flagged streams' first-token runs."""
+    the memory traffic of int32), int32 for flagged streams' first-token runs. ``cap``: every run at most
+    ``cap`` (for a reader that takes at most ``cap`` tokens of a draft), as uint8 where ``cap`` fits in a
+    byte, else int64 (the types of ``adsl.sim.core.narrow``)."""
     n, t = acc.shape
     flagged = acc.dtype != bool
     dtype = np.int32 if flagged and not continuing else np.uint16 if t < np.iinfo(np.uint16).max else np.int32
+    if cap is not None:
+        dtype = np.uint8 if cap <= np.iinfo(np.uint8).max else np.int64
     out = np.empty((n, t), dtype)
-    _match_runs(np.ascontiguousarray(acc), flagged, continuing, out)
+    _match_runs(np.ascontiguousarray(acc), flagged, continuing, t if cap is None else cap, out)
     return out
 
 
-@njit(cache=True)
-def _match_runs(acc, flagged, continuing, out):
+@njit(cache=True, nogil=True)
+def _match_runs(acc, flagged, continuing, cap, out):
     """Each stream from its end: the run of CONTINUED (bool: accepted) positions after position i, one
-    more where position i passes (FIRST for a flagged draft's first token)."""
+    more where position i passes (FIRST for a flagged draft's first token), at most ``cap``."""
     n, t = acc.shape
     for r in range(n):
         after = 0  # tokens passing as later tokens of a draft, from position i + 1 on
@@ -204,10 +208,10 @@ def _match_runs(acc, flagged, continuing, out):
             x = acc[r, i]
             if not flagged:
                 after = after + 1 if x else 0
-                out[r, i] = after
+                out[r, i] = min(after, cap)
                 continue
             here = after + 1 if x & CONTINUED else 0
-            out[r, i] = here if continuing else (after + 1 if x & FIRST else 0)
+            out[r, i] = min(here if continuing else (after + 1 if x & FIRST else 0), cap)
             after = here
 
 

@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -36,7 +34,7 @@ from adsl.perf.models import Pair
 from adsl.settings import Continuous
 from adsl.sim import loop
 from adsl.sim.result import ReplicaLog, RunResult, run_result
-from adsl.sim.setup import Setup, SimError
+from adsl.sim.setup import Setup, SimError, cpus, thread_pool
 from adsl.sim.tables import Layout, PassTables, layout_tuple
 from adsl.sim.workload import Workload
 
@@ -70,20 +68,6 @@ def _as_drawn(conf: np.ndarray) -> np.ndarray:
     loop widens each to float64 exactly, and reads half the cache float64 took). A float64 array is rounded to
     float32, so every workload runs on one compiled loop."""
     return np.asarray(conf, np.float32)
-
-
-def cpus() -> int:
-    """Threads this process's replicas may use: the CPUs it may run on, at most ``OMP_NUM_THREADS`` where
-    that is set. Snakemake sets it to a job's ``threads`` (1 for every rule here), so jobs that run side
-    by side do not each start a thread per CPU: two chunk jobs of the sweep on 2 cores, one thread each,
-    took 22 s where two threads each took 26 s (replicas in threads run only the compiled loop in
-    parallel; jobs run everything)."""
-    try:
-        n = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        n = os.cpu_count() or 1
-    omp = os.environ.get("OMP_NUM_THREADS", "")
-    return max(1, min(n, int(omp))) if omp.isdigit() else n
 
 
 def micro_batches(setup: Setup, slots: int) -> tuple[np.ndarray, np.ndarray]:
@@ -214,8 +198,6 @@ def replica_logs(
             raise SimError(f"{name} must be (replicas, requests, >= {out.max() + d + 1}), got {np.shape(a)}")
     if light is not None and draft_lengths is None:
         raise SimError("light_lengths lower an adaptive rule's tau: they need draft_lengths")
-    if draft_lengths is not None and np.size(draft_lengths) and np.min(draft_lengths) < 0:  # one pass, no mask
-        raise SimError("draft_lengths must be >= 0 (0: no draft)")
     if setup.pool_tokens and setup.pool_tokens < slots + 1:
         raise SimError(f"{setup.name}: pool of {setup.pool_tokens} tokens cannot hold one query token per request")
     if setup.pool_tokens and setup.eager and draft_lengths is None:
@@ -233,12 +215,6 @@ def replica_logs(
     layout = Layout.of(setup.system)
     starts, stops = micro_batches(setup, slots)
     mode = loop.POOL if setup.pool_tokens else loop.SD if sd else loop.AD
-    runs = cont = None
-    if sd:
-        flat = accept.reshape(x * n_req, accept.shape[2])
-        runs = narrow(match_runs(flat), d + 1).reshape(accept.shape)
-        if accept.dtype != bool:  # flagged streams: a draft that continues a kept one reads other runs
-            cont = narrow(match_runs(flat, True), d + 1).reshape(accept.shape)
     later = confidence if later is None else later
     if not setup.pool_tokens:  # only a pool's cut reads the confidences
         confidence = later = None
@@ -246,15 +222,20 @@ def replica_logs(
     prefill = serving is not None and serving.prefill
     args = (mode, d, setup.pool_tokens, setup.pool_trigger == "complete", setup.eager, prefill)
 
+    flagged = sd and accept.dtype != bool  # a draft that continues a kept one reads other runs
+
     def replica(r: int) -> ReplicaLog:
+        # each replica's streams prepared in its own thread (match_runs releases the GIL; so do numpy's passes)
+        if draft_lengths is not None and draft_lengths[r].size and draft_lengths[r].min() < 0:  # one pass, no mask
+            raise SimError("draft_lengths must be >= 0 (0: no draft)")
         rq = (
             prompt[r],
             out[r],
             NO_TIMES if arrivals is None else arrivals[r],
             arrivals is not None,
-            NO_RUNS if runs is None else runs[r],
-            cont is not None,
-            NO_RUNS if cont is None else cont[r],
+            match_runs(accept[r], cap=d + 1) if sd else NO_RUNS,
+            flagged,
+            match_runs(accept[r], True, d + 1) if flagged else NO_RUNS,
             NO_ROWS if draft_lengths is None else narrow(draft_lengths[r], 2 * d + 1),
             draft_lengths is not None,
             NO_CONF if confidence is None else _as_drawn(confidence[r]),
@@ -275,8 +256,7 @@ def replica_logs(
     todo = range(len(done), x)
     workers = min(len(todo), workers or cpus())
     if workers > 1:
-        with ThreadPoolExecutor(workers) as pool:
-            reps = list(pool.map(replica, todo))
+        reps = list(thread_pool(workers).map(replica, todo))
     else:
         reps = [replica(r) for r in todo]
     return tables, [*done, *reps]

@@ -139,7 +139,7 @@ def union_lengths(starts, ends, group, groups: int, lo, hi) -> np.ndarray:
     return _merged_lengths(starts, ends, np.lexsort((ends, starts)), group, groups, lo, hi)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _merged_lengths(starts, ends, order, group, groups, lo, hi):
     total, cur_s, cur_e = np.zeros(groups + 1), np.zeros(groups + 1), np.zeros(groups + 1)
     have = np.zeros(groups + 1, np.bool_)
@@ -176,7 +176,7 @@ def pass_groups(rep: ReplicaLog, lo: float, hi: float) -> list[tuple[tuple, tupl
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _grouped(start, end, job, table, variant, q0, n, lo, hi):
     """Each pass's share of its job inside [lo, hi] (a job of no time: all of it), and the passes of some share
     and some requests by (table, variant, q0) code: the codes in the order each first appears, and the passes'

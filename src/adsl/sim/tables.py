@@ -26,7 +26,7 @@ from adsl.perf.hardware import SystemSpec
 from adsl.perf.models import Pair
 from adsl.settings import MicroBatching
 from adsl.sim import loop
-from adsl.sim.setup import PREFILL_MAPPING, Setup
+from adsl.sim.setup import PREFILL_MAPPING, Setup, cpus, thread_pool
 from adsl.sim.timing import CTX_STEP, CostTable
 
 
@@ -93,7 +93,14 @@ class PassTables:
     places the target's attention on the other device), decode, prefill (target, then draft)."""
 
     def __init__(
-        self, setup: Setup, pair: Pair, n_max: int, ctx_max: float, prompt: float, reuse: Sequence[PassTables] = ()
+        self,
+        setup: Setup,
+        pair: Pair,
+        n_max: int,
+        ctx_max: float,
+        prompt: float,
+        reuse: Sequence[PassTables] = (),
+        workers: int | None = None,
     ):
         """Tables for passes of 0 .. ``n_max`` requests (``adsl.sim.core.pass_tables``: a micro-batch's slots, or
         every slot on a Shared Pool). ``reuse``: tables built before (the search's other candidates, the
@@ -101,7 +108,8 @@ class PassTables:
         model, mapping, tokens a request, contexts and draft copies, for at least ``n_max`` requests) is taken
         from it (its first rows where it has more), not built again; candidates that differ in the pool trigger
         differ in no table, and systems on the same hardware share their prefill and the mappings they have in
-        common."""
+        common. ``workers``: tables built at once, one thread each (default ``cpus()``); the tables do not
+        depend on it."""
         s, sd = setup.system, setup.decoding == "sd"
         d = setup.draft_length
         pim_weights = s.weights_in == "pim"
@@ -120,44 +128,50 @@ class PassTables:
             "draft_prefill": (s, pair.draft, q, setup.draft_copies),
         }
         self.by_mapping: dict[tuple[str, str], object] = {}  # (kind, repr(mapping)) -> its table
+        builds = {}  # the tables no earlier set has: (kind, repr(mapping)) -> how to build it
 
-        def table(kind: str, m: dict, build):
+        def want(kind: str, m: dict, build) -> None:
             """The table of ``kind`` and mapping ``m``: an earlier set's with the same key and enough rows (of
             those, the fewest: the same object where they are exactly enough), else built."""
             tag = (kind, repr(m))
             found = [t for t in reuse if t.keys[kind] == self.keys[kind] and tag in t.by_mapping and t.n_max >= n_max]
             if not found:
-                self.by_mapping[tag] = build()
-                return self.by_mapping[tag]
+                builds[tag] = build
+                return
             fewest = min(found, key=lambda t: t.n_max)
             got = fewest.by_mapping[tag]
             if fewest.n_max > n_max:
                 got = [t.head(n_max + 1) for t in got] if kind == "verify" else got.head(n_max + 1)
             self.by_mapping[tag] = got
-            return got
 
-        self.draft: list[PassTable] = []
-        self.verify: list[list[PassTable]] = []
-        self.decode: PassTable | None = None
+        p, copies = PREFILL_MAPPING, setup.draft_copies
         if sd:
-            self.draft = [
-                table("draft", m, lambda m=m: PassTable.build(pair.draft, s, 1, m, n_max, ctx_max, setup.draft_copies))
-                for m in self.draft_maps
-            ]
-            self.verify = [
-                table("verify", m, lambda m=m: PassTable.build_each(pair.target, s, range(1, d + 3), m, n_max, ctx_max))
-                for m in self.target_maps
-            ]
+            for m in self.target_maps:
+                want("verify", m, lambda m=m: PassTable.build_each(pair.target, s, range(1, d + 3), m, n_max, ctx_max))
+            for m in self.draft_maps:
+                want("draft", m, lambda m=m: PassTable.build(pair.draft, s, 1, m, n_max, ctx_max, copies))
         else:
             m = setup.target_mapping
-            self.decode = table("decode", m, lambda: PassTable.build(pair.target, s, 1, m, n_max, ctx_max))
-        p = PREFILL_MAPPING
-        self.prefill = [table("prefill", p, lambda: PassTable.build(pair.target, s, q, p, n_max, 1.0))]
+            want("decode", m, lambda: PassTable.build(pair.target, s, 1, m, n_max, ctx_max))
+        want("prefill", p, lambda: PassTable.build(pair.target, s, q, p, n_max, 1.0))
         if sd:
-            copies = setup.draft_copies
-            self.prefill.append(
-                table("draft_prefill", p, lambda: PassTable.build(pair.draft, s, q, p, n_max, 1.0, copies))
-            )
+            want("draft_prefill", p, lambda: PassTable.build(pair.draft, s, q, p, n_max, 1.0, copies))
+        # each table is one cost-model call, numpy on whole arrays, which releases the GIL: on two threads
+        # SADDLE's two verify tables took 7.9 ms where one thread took 14.2 ms (the largest go first, above)
+        workers = min(len(builds), workers or cpus())
+        if workers > 1:
+            made = thread_pool(workers).map(lambda build: build(), builds.values())
+            self.by_mapping.update(zip(builds, made, strict=True))
+        else:
+            self.by_mapping.update((tag, build()) for tag, build in builds.items())
+
+        def get(kind: str, m: dict):
+            return self.by_mapping[(kind, repr(m))]
+
+        self.draft: list[PassTable] = [get("draft", m) for m in self.draft_maps] if sd else []
+        self.verify: list[list[PassTable]] = [get("verify", m) for m in self.target_maps] if sd else []
+        self.decode: PassTable | None = None if sd else get("decode", setup.target_mapping)
+        self.prefill = [get("prefill", p)] + ([get("draft_prefill", p)] if sd else [])
 
     def flat(self) -> tuple:
         """The tables as ``loop.run_replica`` takes them: draft (variant, n, ctx), verify (variant, q - 1, n,

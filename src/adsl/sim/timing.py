@@ -176,7 +176,7 @@ class CostTable:
         return float(total[0]), busy, {k: float(t) for k, t in zip(self.by_class_s, total[1 + nb :], strict=True)}
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _weighted(flat, grid, n, pos, weights):
     """Every quantity of ``flat`` (quantities x the flattened (requests, context) plane) at each pass, linear in
     context between the grid points, times each of ``weights`` in turn: the arithmetic of numpy's element-wise
