@@ -15,6 +15,8 @@ from adsl.sim.setup import SimError
 STAGES = {"draft": (loop.DRAFT, loop.EAGER), "verify": (loop.VERIFY, loop.DECODE), "prefill": (loop.PREFILL,)}
 STAGE_OF = np.array([next(i for i, kinds in enumerate(STAGES.values()) if k in kinds) for k in range(len(loop.KINDS))])
 POOL_STATS = ("eager", "migrated", "discarded", "wasted", "pool_max")
+STAGE_S = ("draft", "verify", "prefill", "overlap")
+WINDOW = ("start_s", "end_s", "completed", "total_s", "total_tokens")
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,7 @@ class ReplicaLog:
     out: np.ndarray  # output tokens per request
     arrival: np.ndarray | None  # open loop: each request's arrival
     slots: int
+    account: Account | None = None  # its accounting, where the replica's thread did it (``account``)
 
     @classmethod
     def of(cls, logs, counts, times, out, slots, arrival) -> ReplicaLog:
@@ -226,68 +229,96 @@ def throughput(reps: list[ReplicaLog], serving) -> np.ndarray:
     return tokens / time_s
 
 
-def run_result(setup, tables, reps: list[ReplicaLog], serving, timelines: bool) -> RunResult:
-    """The run's result over each replica's measured window."""
-    x = len(reps)
-    time_s, energy, tokens, iters, drafted, rounds = (np.zeros(x) for _ in range(6))
-    busy = {k: np.zeros(x) for k in ("gpu", "pim", "link")}
-    cls: dict[str, np.ndarray] = {}
-    stage = {k: np.zeros(x) for k in ("draft", "verify", "prefill", "overlap")}
-    win = {k: np.zeros(x) for k in ("start_s", "end_s", "completed", "total_s", "total_tokens")}
-    pool = {k: np.zeros(x) for k in POOL_STATS}
-    placement: dict[str, list] = {}
+@dataclass(frozen=True)
+class Account:
+    """One replica's accounting over its measured window: its entries of ``RunResult``'s arrays and dicts
+    (devices and classes in the order its passes first use them) and its placement shares."""
+
+    time_s: float
+    energy_j: float
+    tokens: float
+    iterations: float
+    drafted: float
+    request_rounds: float
+    busy_s: dict[str, float]
+    class_s: dict[str, float]
+    stage_s: dict[str, float]
+    window: dict[str, float]
+    pool: dict[str, float]
+    placement: dict[str, float]
+
+
+def account(tables, rep: ReplicaLog, serving) -> Account:
+    """A replica's accounting: energy, device and class times of its passes, each counted by its share inside
+    its window, its stages' busy times and its pool's counters."""
+    lo, hi, tokens = window_tokens(rep, serving)
+    inside = (lo < rep.event_t) & (rep.event_t <= hi) if serving is not None else slice(None)
+    win = {"start_s": lo, "end_s": hi, "completed": float(rep.event_completed[inside].sum())}
+    win["total_s"] = float(rep.job_end.max())  # every replica books a job: it serves a request
+    win["total_tokens"] = float(rep.event_emitted.sum())
+    in_rounds = (lo < rep.round_t) & (rep.round_t <= hi) if serving is not None else slice(None)
+    energy, busy, cls = 0.0, {}, {}
     lookup = {"draft": tables.draft, "prefill": tables.prefill}
-    for r, rep in enumerate(reps):
-        lo, hi, tokens[r] = window_tokens(rep, serving)
-        time_s[r] = hi - lo
-        win["start_s"][r], win["end_s"][r] = lo, hi
-        win["total_s"][r] = float(rep.job_end.max())  # every replica books a job: it serves a request
-        win["total_tokens"][r] = float(rep.event_emitted.sum())
-        inside = (lo < rep.event_t) & (rep.event_t <= hi) if serving is not None else slice(None)
-        win["completed"][r] = float(rep.event_completed[inside].sum())
-        in_rounds = (lo < rep.round_t) & (rep.round_t <= hi) if serving is not None else slice(None)
-        iters[r] = float((rep.round_n[in_rounds] > 0).sum())
-        rounds[r] = float(rep.round_n[in_rounds].sum())
-        drafted[r] = float(rep.round_drafted[in_rounds].sum())
-        # energy, device and class times of the passes, each counted by its share inside the window
-        for (table, variant, q0), (n_a, c_a, f_a, w_a) in pass_groups(rep, lo, hi):
-            if table == "verify":
-                parts = [(tables.verify[variant][q0 - 1], 1 - f_a)]
-                if (f_a > 0).any():
-                    parts.append((tables.verify[variant][min(q0, len(tables.verify[variant]) - 1)], f_a))
-            elif table == "decode":
-                parts = [(tables.decode, np.ones_like(f_a))]
-            else:
-                parts = [(lookup[table][variant], np.ones_like(f_a))]
-            for pt, wt in parts:
-                e, by_device, by_class = pt.table.sums(n_a, c_a, wt, w_a)
-                energy[r] += e
-                for k, v in by_device.items():
-                    busy.setdefault(k, np.zeros(x))[r] += v
-                for k, v in by_class.items():
-                    cls.setdefault(k, np.zeros(x))[r] += v
-        unions = union_lengths(rep.job_start, rep.job_end, STAGE_OF[rep.job_kind], len(STAGES), lo, hi)
-        for k, u in zip(STAGES, unions[:-1], strict=True):  # the last: every job's
-            stage[k][r] = u
-        stage["overlap"][r] = stage["draft"][r] + stage["verify"][r] + stage["prefill"][r] - unions[-1]
-        for i, k in enumerate(POOL_STATS):
-            pool[k][r] = rep.counts[4 + i]
-        for k, (hits, total) in (("draft_fc_on_pim", rep.counts[0:2]), ("target_attention_on_pim", rep.counts[2:4])):
-            placement.setdefault(k, []).append(hits / total if total else np.nan)
-    if setup.static_power:
-        energy = energy + setup.system.static_power_w * time_s
-    return RunResult(
-        time_s=time_s,
+    for (table, variant, q0), (n_a, c_a, f_a, w_a) in pass_groups(rep, lo, hi):
+        if table == "verify":
+            parts = [(tables.verify[variant][q0 - 1], 1 - f_a)]
+            if (f_a > 0).any():
+                parts.append((tables.verify[variant][min(q0, len(tables.verify[variant]) - 1)], f_a))
+        elif table == "decode":
+            parts = [(tables.decode, np.ones_like(f_a))]
+        else:
+            parts = [(lookup[table][variant], np.ones_like(f_a))]
+        for pt, wt in parts:
+            e, by_device, by_class = pt.table.sums(n_a, c_a, wt, w_a)
+            energy += e
+            for k, v in by_device.items():
+                busy[k] = busy.get(k, 0.0) + v
+            for k, v in by_class.items():
+                cls[k] = cls.get(k, 0.0) + v
+    unions = union_lengths(rep.job_start, rep.job_end, STAGE_OF[rep.job_kind], len(STAGES), lo, hi)
+    stage = dict(zip(STAGES, unions[:-1].tolist(), strict=True))  # the last: every job's
+    stage["overlap"] = stage["draft"] + stage["verify"] + stage["prefill"] - unions[-1]
+    shares = (("draft_fc_on_pim", rep.counts[0:2]), ("target_attention_on_pim", rep.counts[2:4]))
+    return Account(
+        time_s=hi - lo,
         energy_j=energy,
         tokens=tokens,
-        iterations=iters,
+        iterations=float((rep.round_n[in_rounds] > 0).sum()),
+        drafted=float(rep.round_drafted[in_rounds].sum()),
+        request_rounds=float(rep.round_n[in_rounds].sum()),
         busy_s=busy,
         class_s=cls,
         stage_s=stage,
-        drafted=drafted,
-        request_rounds=rounds,
         window=win,
-        pool=pool,
+        pool={k: float(rep.counts[4 + i]) for i, k in enumerate(POOL_STATS)},
+        placement={k: hits / total if total else np.nan for k, (hits, total) in shares},
+    )
+
+
+def run_result(setup, tables, reps: list[ReplicaLog], serving, timelines: bool) -> RunResult:
+    """The run's result over each replica's measured window (each replica's ``account``: the one its log carries,
+    else done here)."""
+    x = len(reps)
+    acc = [rep.account or account(tables, rep, serving) for rep in reps]
+    arrays = {f: np.array([getattr(a, f) for a in acc], dtype=float) for f in ARRAY_FIELDS}
+
+    def per_key(name: str, first=()) -> dict[str, np.ndarray]:  # keys in the order the replicas first use them
+        out = {k: np.zeros(x) for k in first}
+        for r, a in enumerate(acc):
+            for k, v in getattr(a, name).items():
+                out.setdefault(k, np.zeros(x))[r] = v
+        return out
+
+    placement = per_key("placement")
+    if setup.static_power:
+        arrays["energy_j"] = arrays["energy_j"] + setup.system.static_power_w * arrays["time_s"]
+    return RunResult(
+        **arrays,
+        busy_s=per_key("busy_s", ("gpu", "pim", "link")),
+        class_s=per_key("class_s"),
+        stage_s=per_key("stage_s", STAGE_S),
+        window=per_key("window", WINDOW),
+        pool=per_key("pool", POOL_STATS),
         placement={k: float(np.nanmean(v)) for k, v in placement.items() if np.isfinite(v).any()},
         timelines=[_timeline(rep) for rep in reps] if timelines else None,
         requests=_requests(reps) if reps and reps[0].arrival is not None else None,

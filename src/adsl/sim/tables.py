@@ -185,8 +185,8 @@ class PassTables:
 
         dg, dp = stack(self.draft, (0, 1, 2))
         if self.verify:
-            vg = np.stack([np.stack([t.gpu for t in row]) for row in self.verify])
-            vp = np.stack([np.stack([t.pim for t in row]) for row in self.verify])
+            vg = np.array([[t.gpu for t in row] for row in self.verify])
+            vp = np.array([[t.pim for t in row] for row in self.verify])
         else:
             vg = vp = np.zeros((0, 1, 1, 2))
         decg, decp = (self.decode.gpu, self.decode.pim) if self.decode else (np.zeros((1, 2)), np.zeros((1, 2)))
