@@ -139,6 +139,11 @@ def test_match_runs_of_flagged_streams_follow_the_definition(t, seed, continuing
             assert runs[r, i] == k
     plain = flags & FIRST != 0  # bool streams: both outcomes are the same
     np.testing.assert_array_equal(match_runs(plain), match_runs(plain * (FIRST | CONTINUED)))
+    for acc in (flags, plain):  # capped: each run at most the cap, a byte where the cap fits in one
+        for cap, dtype in ((0, np.uint8), (2, np.uint8), (255, np.uint8), (256, np.int64)):
+            capped = match_runs(acc, continuing, cap)
+            assert capped.dtype == dtype
+            np.testing.assert_array_equal(capped, np.minimum(match_runs(acc, continuing), cap))
 
 
 def test_calibrate_pair_recovers_a_shared_continuation_term(model):

@@ -290,6 +290,26 @@ def test_every_field_is_a_float_array_per_replica(models, hw, monkeypatch, name,
 
 
 @pytest.mark.parametrize("name,make,serving", RUNS)
+def test_replicas_accounted_for_in_their_threads_give_the_result_of_an_accounting_after_them(
+    models, hw, monkeypatch, name, make, serving
+):
+    """``simulate_core`` accounts for each replica in the thread that ran it (its log carries its ``Account``):
+    the result is the one ``run_result`` gives from the bare logs, every value to the bit and every dict's keys
+    in the same order (a device or class first used by a later replica comes after the earlier ones')."""
+    s = make(hw)
+    _, tables, reps = _run(monkeypatch, s, models.pair(PAIR), 31, 6 if serving is None else 16, serving, x=3)
+    assert all(isinstance(rep.account, result.Account) for rep in reps)
+    bare = [dataclasses.replace(rep, account=None) for rep in reps]
+    got, want = (result.run_result(s, tables, logs, serving, False) for logs in (reps, bare))
+    for f in RESULT_ARRAYS:
+        assert getattr(got, f).tobytes() == getattr(want, f).tobytes(), (name, f)
+    for f in ("busy_s", "class_s", "stage_s", "window", "pool"):
+        assert list(getattr(got, f)) == list(getattr(want, f)), (name, f)
+        assert all(getattr(got, f)[k].tobytes() == v.tobytes() for k, v in getattr(want, f).items()), (name, f)
+    assert got.placement == want.placement and list(got.placement) == list(want.placement)
+
+
+@pytest.mark.parametrize("name,make,serving", RUNS)
 def test_the_search_s_throughput_is_the_result_s_to_the_bit(models, hw, monkeypatch, name, make, serving):
     """What the search compares candidates by (``throughput``, without the rest of the accounting) is the
     full result's throughput, replica by replica."""

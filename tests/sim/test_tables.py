@@ -193,20 +193,23 @@ def test_pass_tables_of_ad_hold_the_decode_pass_and_the_targets_prefill(models, 
     assert (decp == 0).all()  # everything on the GPUs
 
 
+@pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.parametrize("system,draft_variants", [("saddle-tp", 2), ("attacc-pim", 1)])
 def test_the_dynamic_scheduler_adds_the_other_placement_of_draft_fc_and_target_attention(
-    models, hw, system, draft_variants
+    models, hw, system, draft_variants, workers
 ):
     """With the dynamic scheduler the target's attention may go to either device (variant 1 flips it);
     the draft's FC too, where the weights live in PIM (not on AttAcc, whose weights stay in the GPUs'
-    memory); ``flat`` flags the variants on PIM."""
+    memory); ``flat`` flags the variants on PIM. Built on one thread or on two, each table is the one built
+    alone."""
     pair, d = models.pair(PAIR), 2
     s = setup(hw, system, d=d, dynamic=True, target_mapping=PIM, draft_mapping=GPU)
-    tables = PassTables(s, pair, 3, 100.0, 64.0)
+    tables = PassTables(s, pair, 3, 100.0, 64.0, workers=workers)
     assert tables.target_maps == [PIM, GPU] and len(tables.verify) == 2
     fc_flipped = {"fc": "pim", "attention": "gpu"}
     assert tables.draft_maps == [GPU, fc_flipped][:draft_variants] and len(tables.draft) == draft_variants
     for q in range(1, d + 3):
+        _same(tables.verify[0][q - 1], PassTable.build(pair.target, s.system, q, PIM, 3, 100.0))
         _same(tables.verify[1][q - 1], PassTable.build(pair.target, s.system, q, GPU, 3, 100.0))
     if draft_variants == 2:
         _same(tables.draft[1], PassTable.build(pair.draft, s.system, 1, fc_flipped, 3, 100.0))

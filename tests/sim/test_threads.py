@@ -6,6 +6,7 @@ import os
 import pytest
 
 from adsl.sim.core import cpus
+from adsl.sim.setup import thread_pool
 
 AVAILABLE = len(os.sched_getaffinity(0))
 
@@ -20,3 +21,9 @@ def test_replica_threads_follow_the_jobs_allotment(monkeypatch, omp, expected):
     else:
         monkeypatch.setenv("OMP_NUM_THREADS", omp)
     assert cpus() == expected
+
+
+def test_the_process_keeps_one_pool_of_threads_for_each_count():
+    """Runs share the process's threads (``thread_pool``): the same pool for the same count, of that many threads."""
+    assert thread_pool(2) is thread_pool(2) and thread_pool(2) is not thread_pool(3)
+    assert thread_pool(3)._max_workers == 3
