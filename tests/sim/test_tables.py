@@ -217,6 +217,28 @@ def test_the_dynamic_scheduler_adds_the_other_placement_of_draft_fc_and_target_a
     assert fc_on_pim.tolist() == [0, 1][:draft_variants] + [0] and attn_on_pim.tolist() == [1, 0, 0]
 
 
+@pytest.mark.parametrize("ctx_min,first", [(40.0, 2), (32.0, 2), (31.9, 1), (0.0, 0), (900.0, 32)])
+def test_tables_cost_the_context_grid_from_the_point_at_or_below_the_shortest_prompt(models, hw, ctx_min, first):
+    """No pass reads a context below the shortest prompt, so the grid points below the one at or below it are not
+    costed (NaN: a read would show in every sum); the rest are the cells of the whole grid's table, to the bit (the
+    last two points always: a context past the grid reads them). The tables a run builds start at its shortest
+    prompt."""
+    pair, s = models.pair(PAIR), hw.system("saddle-tp")
+    whole = PassTable.build_each(pair.target, s, range(1, 4), PIM, 5, 500.0)
+    for got, want in zip(
+        PassTable.build_each(pair.target, s, range(1, 4), PIM, 5, 500.0, 1, ctx_min), whole, strict=True
+    ):
+        for a, b in ((got.gpu, want.gpu), (got.pim, want.pim), (got.table.time_s, want.table.time_s)):
+            assert np.isnan(a[:, :first]).all() and not np.isnan(a[:, first:]).any()
+            np.testing.assert_array_equal(a[:, first:], b[:, first:])
+        assert np.isnan(got.table.stack[..., :first]).all()
+        np.testing.assert_array_equal(got.table.stack[..., first:], want.table.stack[..., first:])
+    prompt = np.array([[70.0, 40.0, 90.0]])
+    tables = pass_tables(setup(hw, d=2), pair, Workload(prompt, np.full((1, 3), 8), streams(2, 1, 3, 40)[1]))
+    assert np.isnan(tables.verify[0][0].gpu[:, :2]).all() and not np.isnan(tables.verify[0][0].gpu[:, 2:]).any()
+    assert not np.isnan(tables.prefill[0].gpu).any()  # a prefill reads context 0
+
+
 def test_a_pass_table_reads_gpu_plus_link_and_pim_seconds_linear_in_context(models, hw):
     pair = models.pair(PAIR)
     t = PassTable.build(pair.target, hw.system("saddle-tp"), 3, PIM, 6, 500.0)

@@ -60,14 +60,14 @@ class PassTable:
     pim: np.ndarray
 
     @classmethod
-    def build(cls, model, system, q, mapping, n_max, ctx_max, copies=1) -> PassTable:
-        return cls.build_each(model, system, [q], mapping, n_max, ctx_max, copies)[0]
+    def build(cls, model, system, q, mapping, n_max, ctx_max, copies=1, ctx_min=0.0) -> PassTable:
+        return cls.build_each(model, system, [q], mapping, n_max, ctx_max, copies, ctx_min)[0]
 
     @classmethod
-    def build_each(cls, model, system, qs, mapping, n_max, ctx_max, copies=1) -> list[PassTable]:
+    def build_each(cls, model, system, qs, mapping, n_max, ctx_max, copies=1, ctx_min=0.0) -> list[PassTable]:
         """The table of each tokens-per-request of ``qs`` (``CostTable.build_each``: one cost-model call)."""
         out = []
-        for t in CostTable.build_each(model, system, qs, mapping, MicroBatching(), n_max, ctx_max, copies):
+        for t in CostTable.build_each(model, system, qs, mapping, MicroBatching(), n_max, ctx_max, copies, ctx_min):
             zero = np.zeros_like(t.time_s)
             out.append(cls(t, t.busy_s.get("gpu", zero) + t.busy_s.get("link", zero), t.busy_s.get("pim", zero)))
         return out
@@ -101,6 +101,7 @@ class PassTables:
         prompt: float,
         reuse: Sequence[PassTables] = (),
         workers: int | None = None,
+        ctx_min: float = 0.0,
     ):
         """Tables for passes of 0 .. ``n_max`` requests (``adsl.sim.core.pass_tables``: a micro-batch's slots, or
         every slot on a Shared Pool). ``reuse``: tables built before (the search's other candidates, the
@@ -109,7 +110,7 @@ class PassTables:
         from it (its first rows where it has more), not built again; candidates that differ in the pool trigger
         differ in no table, and systems on the same hardware share their prefill and the mappings they have in
         common. ``workers``: tables built at once, one thread each (default ``cpus()``); the tables do not
-        depend on it."""
+        depend on it. ``ctx_min``: the least context a pass reads (the shortest prompt; ``CostTable.build_each``)."""
         s, sd = setup.system, setup.decoding == "sd"
         d = setup.draft_length
         pim_weights = s.weights_in == "pim"
@@ -121,9 +122,9 @@ class PassTables:
         self.n_max = n_max
         # what every table of a kind shares besides its mapping and its rows
         self.keys = {
-            "draft": (s, pair.draft, ctx_max, setup.draft_copies),
-            "verify": (s, pair.target, d, ctx_max),
-            "decode": (s, pair.target, ctx_max),
+            "draft": (s, pair.draft, ctx_max, setup.draft_copies, ctx_min),
+            "verify": (s, pair.target, d, ctx_max, ctx_min),
+            "decode": (s, pair.target, ctx_max, ctx_min),
             "prefill": (s, pair.target, q),
             "draft_prefill": (s, pair.draft, q, setup.draft_copies),
         }
@@ -146,13 +147,14 @@ class PassTables:
 
         p, copies = PREFILL_MAPPING, setup.draft_copies
         if sd:
+            qs = range(1, d + 3)
             for m in self.target_maps:
-                want("verify", m, lambda m=m: PassTable.build_each(pair.target, s, range(1, d + 3), m, n_max, ctx_max))
+                want("verify", m, lambda m=m: PassTable.build_each(pair.target, s, qs, m, n_max, ctx_max, 1, ctx_min))
             for m in self.draft_maps:
-                want("draft", m, lambda m=m: PassTable.build(pair.draft, s, 1, m, n_max, ctx_max, copies))
+                want("draft", m, lambda m=m: PassTable.build(pair.draft, s, 1, m, n_max, ctx_max, copies, ctx_min))
         else:
             m = setup.target_mapping
-            want("decode", m, lambda: PassTable.build(pair.target, s, 1, m, n_max, ctx_max))
+            want("decode", m, lambda: PassTable.build(pair.target, s, 1, m, n_max, ctx_max, 1, ctx_min))
         want("prefill", p, lambda: PassTable.build(pair.target, s, q, p, n_max, 1.0))
         if sd:
             want("draft_prefill", p, lambda: PassTable.build(pair.draft, s, q, p, n_max, 1.0, copies))

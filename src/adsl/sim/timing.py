@@ -114,24 +114,40 @@ class CostTable:
     stack: np.ndarray = field(repr=False, compare=False)
 
     @classmethod
-    def build(cls, model, system, q, mapping, micro_batching, n_max: int, ctx_max: float, copies: int = 1) -> CostTable:
-        return cls.build_each(model, system, [q], mapping, micro_batching, n_max, ctx_max, copies)[0]
+    def build(
+        cls,
+        model,
+        system,
+        q,
+        mapping,
+        micro_batching,
+        n_max: int,
+        ctx_max: float,
+        copies: int = 1,
+        ctx_min: float = 0.0,
+    ) -> CostTable:
+        return cls.build_each(model, system, [q], mapping, micro_batching, n_max, ctx_max, copies, ctx_min)[0]
 
     @classmethod
     def build_each(
-        cls, model, system, qs, mapping, micro_batching, n_max: int, ctx_max: float, copies: int = 1
+        cls, model, system, qs, mapping, micro_batching, n_max: int, ctx_max: float, copies: int = 1, ctx_min=0.0
     ) -> list[CostTable]:
         """The table of each tokens-per-request of ``qs`` from one cost-model call over (q, requests, context):
-        every operation of the cost model is element-wise, so each table is the one built alone."""
+        every operation of the cost model is element-wise, so each table is the one built alone. ``ctx_min``: no
+        pass reads a context below it (a request's context is at least its prompt), so the grid's points below
+        it are not costed: NaN, which a read would carry into every sum (SADDLE's point at batch 128, prompts of
+        128 tokens of 1,024: 8 of 69 points, an eighth of its verification tables' cost)."""
         q = np.asarray(qs, dtype=float)[:, None, None]
         n = np.arange(n_max + 1, dtype=float)[None, :, None]
-        ctx = np.arange(0.0, ctx_max + 2 * CTX_STEP, CTX_STEP)[None, None, :]
-        c = batch_pass(model, system, n, q, ctx, mapping, micro_batching, copies)
-        shape = (q.size, n.size, ctx.size)
-        full = lambda a: np.broadcast_to(np.asarray(a, dtype=float), shape)  # noqa: E731
-        time, energy = full(c.time_s), full(c.energy_j)
-        parts = [energy, *(full(v) for v in c.busy_s.values()), *(full(v) for v in c.by_class_s.values())]
-        return [cls.of(time[i].copy(), np.stack([a[i] for a in parts]), c.busy_s, c.by_class_s) for i in range(q.size)]
+        ctx = np.arange(0.0, ctx_max + 2 * CTX_STEP, CTX_STEP)
+        lo = min(int(ctx_min // CTX_STEP), ctx.size - 2)  # the grid point at or below ctx_min: read from there up
+        c = batch_pass(model, system, n, q, ctx[None, None, lo:], mapping, micro_batching, copies)
+        parts = [c.time_s, c.energy_j, *c.busy_s.values(), *c.by_class_s.values()]
+        every = np.empty((q.size, len(parts), n.size, ctx.size))  # a table's quantities contiguous, one block
+        every[..., :lo] = np.nan
+        for k, a in enumerate(parts):
+            every[:, k, :, lo:] = a
+        return [cls.of(every[i, 0], every[i, 1:], c.busy_s, c.by_class_s) for i in range(q.size)]
 
     @classmethod
     def of(cls, time, stack, devices, classes) -> CostTable:
