@@ -458,6 +458,10 @@ def test_confidences_that_are_no_probabilities_and_serving_without_slots_are_ref
     edges[0, 1, 3], edges[0, 2, 3] = 0.0, 1.0  # certain rejection and certain acceptance are probabilities
     assert dataclasses.replace(work, confidence=edges, confidence_later=edges).confidence is edges
     assert dataclasses.replace(work, confidence=conf[..., :0]).confidence.size == 0  # too short: the run says so
+    for dtype in (np.float16, np.float64, np.longdouble):  # any float type is checked alike
+        assert dataclasses.replace(work, confidence=edges.astype(dtype)).confidence.dtype == dtype
+        with pytest.raises(SimError, match=r"^confidence must lie in \[0, 1\]"):
+            dataclasses.replace(work, confidence=(edges * 2).astype(dtype))
     with pytest.raises(SimError, match=r"^serving needs at least one slot, got 0$"):
         simulate_core(pooled(hw, True), models.pair(PAIR), work, Continuous(0, 0))
 

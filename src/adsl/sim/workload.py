@@ -42,8 +42,15 @@ class Workload:
         object.__setattr__(self, "output_len", out)
         for name in ("confidence", "confidence_later"):  # a pool ranks drafts by their products
             a = getattr(self, name)
-            if a is not None and not _probabilities(np.ravel(a)):
+            if a is not None and not _probabilities(_flat(a)):
                 raise SimError(f"{name} must lie in [0, 1] (a probability; NaN is not one)")
+
+
+def _flat(a) -> np.ndarray:
+    """``a`` as one row for ``_probabilities``: float32 and float64 as they are, any other type as float64 (the
+    compiled check takes neither float16 nor longdouble)."""
+    v = np.ravel(a)
+    return v if v.dtype in (np.float32, np.float64) else v.astype(np.float64)
 
 
 @njit(cache=True, nogil=True)
