@@ -179,19 +179,24 @@ def as_flags(acc: np.ndarray) -> np.ndarray:
     return acc * (FIRST | CONTINUED) if acc.dtype == bool else acc
 
 
+def capped_dtype(cap: int) -> type:
+    """The type of whole numbers 0 .. ``cap``: uint8 where ``cap`` fits in a byte, else int64 (a capped stream the
+    event loop reads: ``match_runs``' capped runs, ``adsl.sim.core.narrow``'s draft lengths)."""
+    return np.uint8 if cap <= np.iinfo(np.uint8).max else np.int64
+
+
 def match_runs(acc: np.ndarray, continuing: bool = False, cap: int | None = None) -> np.ndarray:
     """runs[r, i] = tokens accepted from a draft of request r that starts at position i (for bool
     streams, the distance from i to the first rejected position at or after i). For flagged streams the
     first token must pass FIRST and later ones CONTINUED; ``continuing``: the draft continues an accepted
     one (every token uses CONTINUED). uint16 while the streams are shorter than 65,535 positions (half
     the memory traffic of int32), int32 for flagged streams' first-token runs. ``cap``: every run at most
-    ``cap`` (for a reader that takes at most ``cap`` tokens of a draft), as uint8 where ``cap`` fits in a
-    byte, else int64 (the types of ``adsl.sim.core.narrow``)."""
+    ``cap`` (for a reader that takes at most ``cap`` tokens of a draft), of ``capped_dtype(cap)``."""
     n, t = acc.shape
     flagged = acc.dtype != bool
     dtype = np.int32 if flagged and not continuing else np.uint16 if t < np.iinfo(np.uint16).max else np.int32
     if cap is not None:
-        dtype = np.uint8 if cap <= np.iinfo(np.uint8).max else np.int64
+        dtype = capped_dtype(cap)
     out = np.empty((n, t), dtype)
     _match_runs(np.ascontiguousarray(acc), flagged, continuing, t if cap is None else cap, out)
     return out

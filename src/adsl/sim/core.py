@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from adsl.fitting.generator import match_runs
+from adsl.fitting.generator import capped_dtype, match_runs
 from adsl.perf.models import Pair
 from adsl.settings import Continuous
 from adsl.sim import loop
@@ -59,8 +59,7 @@ def narrow(a: np.ndarray, cap: int) -> np.ndarray:
     of the cache that int64 took (SADDLE's loop 18 % faster with float32 confidences, docs/simulator.md). Exact
     where the loop reads no value above ``cap`` apart: it takes ``min(run, tokens)`` of tokens <= d, and whether
     a run exceeds them, against runs capped at d + 1; draft lengths at most 2 d + 1 (a pool's full draft)."""
-    dtype = np.uint8 if cap <= np.iinfo(np.uint8).max else np.int64
-    return np.minimum(a, cap, out=np.empty(np.shape(a), dtype), casting="unsafe")
+    return np.minimum(a, cap, out=np.empty(np.shape(a), capped_dtype(cap)), casting="unsafe")
 
 
 def _as_drawn(conf: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ from adsl.sim.setup import SimError
 STAGES = {"draft": (loop.DRAFT, loop.EAGER), "verify": (loop.VERIFY, loop.DECODE), "prefill": (loop.PREFILL,)}
 STAGE_OF = np.array([next(i for i, kinds in enumerate(STAGES.values()) if k in kinds) for k in range(len(loop.KINDS))])
 POOL_STATS = ("eager", "migrated", "discarded", "wasted", "pool_max")
-STAGE_S = ("draft", "verify", "prefill", "overlap")
+STAGE_S = (*STAGES, "overlap")  # the stage times a run reports: each stage's, and their overlap
 WINDOW = ("start_s", "end_s", "completed", "total_s", "total_tokens")
 
 

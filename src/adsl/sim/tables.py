@@ -159,7 +159,7 @@ class PassTables:
         if sd:
             want("draft_prefill", p, lambda: PassTable.build(pair.draft, s, q, p, n_max, 1.0, copies))
         # each table is one cost-model call, numpy on whole arrays, which releases the GIL: on two threads
-        # SADDLE's two verify tables took 7.9 ms where one thread took 14.2 ms (the largest go first, above)
+        # SADDLE's two verify tables took 8-13 ms where one thread took 14.2 ms (the largest go first, above)
         workers = min(len(builds), workers or cpus())
         if workers > 1:
             made = thread_pool(workers).map(lambda build: build(), builds.values())
