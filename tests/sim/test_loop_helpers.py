@@ -196,8 +196,8 @@ def test_a_booking_never_reads_past_a_machines_count(plain):
 def test_pass_variants_that_tie_go_to_the_lower_one_and_q_reads_up_to_the_last_column(plain):
     """Two draft or verification variants as fast as each other, one on the GPU and one in PIM: the
     scheduler keeps the first (the lower variant). Tokens per request q read the verify tables of the
-    integer q below and the one above with the fraction's weight: at the last table, its own at weight 1,
-    at a whole q its own at weight 0."""
+    integer q below and the one above with the fraction's weight: at a whole q (the last table's too) its
+    own, the next at weight 0; past the last table the last at both ends."""
     grid = np.zeros((2, 5, 4))
     gpu, pim = grid.copy(), grid.copy()
     gpu[0], pim[1] = 1e-3, 1e-3
@@ -207,8 +207,10 @@ def test_pass_variants_that_tie_go_to_the_lower_one_and_q_reads_up_to_the_last_c
     vp = vg.copy()
     vg[0], vp[1] = 1e-2, 1e-2
     vg[0, :, 3, :] = vp[1, :, 3, :] = np.array([1.0, 2.0, 4.0, 8.0])[:, None] * 1e-2  # q = 1..4
-    assert plain.verify_pass(vg, vp, 3, 20.0, 4.0, 16.0) == (0, 3, 1.0, 8e-2, 0.0)
+    assert plain.verify_pass(vg, vp, 3, 20.0, 4.0, 16.0) == (0, 4, 0.0, 8e-2, 0.0)
     assert plain.verify_pass(vg, vp, 3, 20.0, 3.0, 16.0) == (0, 3, 0.0, 4e-2, 0.0)
+    v, q0, f, g, p = plain.verify_pass(vg, vp, 3, 20.0, 4.5, 16.0)
+    assert (v, q0, f, p) == (0, 4, 0.5, 0.0) and g == pytest.approx(8e-2, rel=1e-12)
     v, q0, f, g, p = plain.verify_pass(vg, vp, 3, 20.0, 2.5, 16.0)
     assert (v, q0, f, p) == (0, 2, 0.5, 0.0) and g == pytest.approx(3e-2, rel=1e-12)
 

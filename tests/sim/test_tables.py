@@ -62,7 +62,7 @@ def _same(got: PassTable, want: PassTable):
 
 
 def test_pass_tables_hold_a_verification_table_per_tokens_a_request_and_the_prefill_of_both_models(models, hw):
-    """SD: the draft at one token a request (its copies), the target at q = 1 .. d + 2 tokens a request, and
+    """SD: the draft at one token a request (its copies), the target at q = 1 .. d + 1 tokens a request, and
     the prefill of the target and of the draft at the mean prompt on the GPUs, for 0 .. slots requests
     over the context grid; no decode table. ``flat`` stacks them as the loop reads them."""
     pair, d, slots, ctx_max = models.pair(PAIR), 3, 5, 300.0
@@ -70,10 +70,10 @@ def test_pass_tables_hold_a_verification_table_per_tokens_a_request_and_the_pref
     tables = PassTables(s, pair, slots, ctx_max, 63.6)
     sys_ = s.system
     assert tables.draft_maps == [s.draft_mapping] and tables.target_maps == [s.target_mapping]
-    assert len(tables.draft) == 1 and len(tables.verify) == 1 and len(tables.verify[0]) == d + 2
+    assert len(tables.draft) == 1 and len(tables.verify) == 1 and len(tables.verify[0]) == d + 1
     assert tables.decode is None
     _same(tables.draft[0], PassTable.build(pair.draft, sys_, 1, s.draft_mapping, slots, ctx_max, 2))
-    for q in range(1, d + 3):
+    for q in range(1, d + 2):
         _same(tables.verify[0][q - 1], PassTable.build(pair.target, sys_, q, s.target_mapping, slots, ctx_max))
     grid = np.arange(0.0, ctx_max + 2 * CTX_STEP, CTX_STEP).size  # the context grid, one step past ctx_max
     assert [p.gpu.shape for p in tables.prefill] == [(slots + 1, 3)] * 2  # prompts prefill at context 0
@@ -81,7 +81,7 @@ def test_pass_tables_hold_a_verification_table_per_tokens_a_request_and_the_pref
     _same(tables.prefill[1], PassTable.build(pair.draft, sys_, 64, PREFILL_MAPPING, slots, 1.0, 2))
     dg, dp, vg, vp, decg, decp, pg, pp, step, fc_on_pim, attn_on_pim = tables.flat()
     assert dg.shape == dp.shape == (1, slots + 1, grid)
-    assert vg.shape == vp.shape == (1, d + 2, slots + 1, grid)
+    assert vg.shape == vp.shape == (1, d + 1, slots + 1, grid)
     assert pg.shape == pp.shape == (2, slots + 1, 3)
     assert decg.shape == (1, 2) and step == float(CTX_STEP)
     np.testing.assert_array_equal(vp[0, 2], tables.verify[0][2].pim)
@@ -115,7 +115,7 @@ def test_pass_tables_take_each_table_an_earlier_set_already_costs(models, hw):
     assert _shares(moved.verify, first.verify)
     _same(moved.draft[0], PassTable.build(pair.draft, first.keys["draft"][0], 1, GPU, slots, ctx_max))
     other_d = PassTables(setup(hw, d=d + 1), pair, slots, ctx_max, prompt, (first,))
-    assert other_d.verify[0] is not first.verify[0] and len(other_d.verify[0]) == d + 3
+    assert other_d.verify[0] is not first.verify[0] and len(other_d.verify[0]) == d + 2
     assert _shares(other_d.draft, first.draft)  # the draft's passes do not depend on d
     longer = PassTables(setup(hw, d=d), pair, slots, ctx_max + 16, prompt, (first,))
     assert longer.draft[0] is not first.draft[0] and longer.verify[0] is not first.verify[0]
@@ -208,7 +208,7 @@ def test_the_dynamic_scheduler_adds_the_other_placement_of_draft_fc_and_target_a
     assert tables.target_maps == [PIM, GPU] and len(tables.verify) == 2
     fc_flipped = {"fc": "pim", "attention": "gpu"}
     assert tables.draft_maps == [GPU, fc_flipped][:draft_variants] and len(tables.draft) == draft_variants
-    for q in range(1, d + 3):
+    for q in range(1, d + 2):
         _same(tables.verify[0][q - 1], PassTable.build(pair.target, s.system, q, PIM, 3, 100.0))
         _same(tables.verify[1][q - 1], PassTable.build(pair.target, s.system, q, GPU, 3, 100.0))
     if draft_variants == 2:

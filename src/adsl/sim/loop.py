@@ -119,15 +119,16 @@ def draft_pass(dg, dp, n, ctx, step):
 
 @njit(inline="always", **INNER)
 def verify_pass(vg, vp, n, ctx, q, step):
-    """(variant, integer q, weight of q + 1, GPU s, PIM s): linear between the integer-q tables."""
+    """(variant, integer q, weight of q + 1, GPU s, PIM s): linear between the integer-q tables, for 1 .. nq tokens
+    a request (no pass verifies more than d + 1: past the last table a pass reads it at both ends)."""
     nq = vg.shape[1]
-    q0 = min(int(q), nq - 1)
+    q0 = min(int(q), nq)
     f = q - q0
     bv, bg, bp = ZERO, 0.0, 0.0
     for v in range(vg.shape[0]):
         g0, p0 = at(vg[v, q0 - 1], vp[v, q0 - 1], n, ctx, step)
         if f > 0:
-            g1, p1 = at(vg[v, q0], vp[v, q0], n, ctx, step)
+            g1, p1 = at(vg[v, min(q0, nq - 1)], vp[v, min(q0, nq - 1)], n, ctx, step)
         else:
             g1, p1 = g0, p0
         g, p = g0 * (1 - f) + g1 * f, p0 * (1 - f) + p1 * f

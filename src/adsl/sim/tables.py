@@ -89,7 +89,7 @@ def flip(mapping: dict, family: str) -> dict:
 
 class PassTables:
     """Every kind of pass a run issues, with the dynamic scheduler's alternatives: draft (variant 1 places
-    the draft's FC on the other device), verify per variant and tokens per request 1..d + 2 (variant 1
+    the draft's FC on the other device), verify per variant and tokens per request 1..d + 1 (variant 1
     places the target's attention on the other device), decode, prefill (target, then draft)."""
 
     def __init__(
@@ -147,7 +147,7 @@ class PassTables:
 
         p, copies = PREFILL_MAPPING, setup.draft_copies
         if sd:
-            qs = range(1, d + 3)
+            qs = range(1, d + 2)
             for m in self.target_maps:
                 want("verify", m, lambda m=m: PassTable.build_each(pair.target, s, qs, m, n_max, ctx_max, 1, ctx_min))
             for m in self.draft_maps:
