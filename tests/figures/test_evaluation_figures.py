@@ -578,3 +578,29 @@ def test_a_normalised_interval_over_an_uncertain_base_comes_from_the_paired_repl
     assert np.isnan(out[(32, "SADDLE")])
     plain = _normalized(df, "throughput_tok_s", "PIM-SD", ["batch"], "throughput_ci95")
     assert plain.set_index(["batch", "system"]).normalized_ci95[[(16, "SADDLE"), (16, "PIM-SD")]].isna().all()
+
+
+def test_fig18_labels_each_bar_with_its_utilisation_an_idle_device_too(ws):
+    """Every bar carries its value to two decimals, so a device at 0 (no bar to see) still reads 0.00; the x axis
+    names what it lists."""
+    import matplotlib.pyplot as plt
+
+    from adsl.figures.evaluation import fig18_utilization
+
+    rows = [
+        dict(pair=p, system=s, device=d, utilization=u)
+        for p in ("OPT-66B", "Llama3.1-70B")
+        for s, g, m in (
+            ("PIM-AD", 0.55, 0.04),
+            ("PIM-SD", 0.77, 0.0 if p == "Llama3.1-70B" else 0.08),
+            ("SADDLE", 0.5, 0.2),
+        )
+        for d, u in (("GPU", g), ("PIM", m))
+    ]
+    fig, _ = fig18_utilization(ws, pd.DataFrame(rows))
+    labels = {ax.get_title(): sorted(t.get_text() for t in ax.texts) for ax in fig.axes}
+    xlabels = {ax.get_xlabel() for ax in fig.axes}
+    plt.close(fig)
+    assert labels["pair = OPT-66B"] == sorted(["0.55", "0.77", "0.50", "0.04", "0.08", "0.20"])
+    assert labels["pair = Llama3.1-70B"] == sorted(["0.55", "0.77", "0.50", "0.04", "0.00", "0.20"])
+    assert xlabels == {"System"}
