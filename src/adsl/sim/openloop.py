@@ -63,11 +63,6 @@ class RequestMix:
         return prompt, out
 
 
-def poisson_arrivals(rate: float, n: int, rng: np.random.Generator) -> np.ndarray:
-    """Arrival times (s) of ``n`` requests of a Poisson process of ``rate`` requests per second."""
-    return np.cumsum(rng.exponential(1.0 / rate, n))
-
-
 @dataclass(frozen=True)
 class LoadPoint:
     """One open-loop run's summary."""
