@@ -78,11 +78,13 @@ def test_flagged_runs_match_the_definition_on_edge_streams(continuing):
 
 def test_short_stream_runs_are_uint16():
     """Streams shorter than 65535 positions give uint16 runs (half the memory traffic of int32), for
-    bool streams and for flagged streams read as continuing (both come straight from _runs)."""
+    bool streams and for flagged streams, from a draft's first token or continuing (a run is at most the
+    stream's length)."""
     acc = np.array([[1, 1, 0, 1], [1, 1, 1, 1]], dtype=bool)
     assert match_runs(acc).dtype == np.uint16
     assert match_runs(np.ones((1, 1), dtype=bool)).dtype == np.uint16
     assert match_runs(acc * (FIRST | CONTINUED), True).dtype == np.uint16
+    assert match_runs(acc * (FIRST | CONTINUED)).dtype == np.uint16
     long_short = np.ones((1, UINT16_MAX - 1), dtype=bool)  # the longest stream still kept in uint16
     runs = match_runs(long_short)
     assert runs.dtype == np.uint16

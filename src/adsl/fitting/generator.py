@@ -189,12 +189,12 @@ def match_runs(acc: np.ndarray, continuing: bool = False, cap: int | None = None
     """runs[r, i] = tokens accepted from a draft of request r that starts at position i (for bool
     streams, the distance from i to the first rejected position at or after i). For flagged streams the
     first token must pass FIRST and later ones CONTINUED; ``continuing``: the draft continues an accepted
-    one (every token uses CONTINUED). uint16 while the streams are shorter than 65,535 positions (half
-    the memory traffic of int32), int32 for flagged streams' first-token runs. ``cap``: every run at most
+    one (every token uses CONTINUED). uint16 while the streams are shorter than 65,535 positions (a run is at
+    most the stream's length; half the memory traffic of int32), else int32. ``cap``: every run at most
     ``cap`` (for a reader that takes at most ``cap`` tokens of a draft), of ``capped_dtype(cap)``."""
     n, t = acc.shape
     flagged = acc.dtype != bool
-    dtype = np.int32 if flagged and not continuing else np.uint16 if t < np.iinfo(np.uint16).max else np.int32
+    dtype = np.uint16 if t < np.iinfo(np.uint16).max else np.int32
     if cap is not None:
         dtype = capped_dtype(cap)
     out = np.empty((n, t), dtype)
