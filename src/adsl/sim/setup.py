@@ -125,5 +125,10 @@ def thread_pool(workers: int) -> ThreadPoolExecutor:
     started once and kept: a pool started afresh for each run cost SADDLE's point at batch 128 about 3 ms of
     its 0.055 s (a new thread's malloc arena returns its pages to the system and faults them in again, and
     the thread migrates between CPUs). It holds threads, never a result: what a run computes does not depend
-    on which thread, or how many, ran it (``tests/sim/test_threads.py``)."""
+    on which thread, or how many, ran it (``tests/sim/test_threads.py``). A forked child starts without them:
+    its copy of a kept pool would count the parent's idle threads and wait forever on work none runs, so a fork
+    forgets the kept pools and the child starts its own."""
     return ThreadPoolExecutor(workers, thread_name_prefix="adsl-sim")
+
+
+os.register_at_fork(after_in_child=thread_pool.cache_clear)
