@@ -221,8 +221,8 @@ def test_the_dynamic_scheduler_adds_the_other_placement_of_draft_fc_and_target_a
 def test_tables_cost_the_context_grid_from_the_point_at_or_below_the_shortest_prompt(models, hw, ctx_min, first):
     """No pass reads a context below the shortest prompt, so the grid points below the one at or below it are not
     costed (NaN: a read would show in every sum); the rest are the cells of the whole grid's table, to the bit (the
-    last two points always: a context past the grid reads them). The tables a run builds start at its shortest
-    prompt."""
+    last two points always: a context past the grid reads them). The tables a run builds (verification, draft,
+    decode) start at its shortest prompt."""
     pair, s = models.pair(PAIR), hw.system("saddle-tp")
     whole = PassTable.build_each(pair.target, s, range(1, 4), PIM, 5, 500.0)
     for got, want in zip(
@@ -235,7 +235,9 @@ def test_tables_cost_the_context_grid_from_the_point_at_or_below_the_shortest_pr
         np.testing.assert_array_equal(got.table.stack[..., first:], want.table.stack[..., first:])
     prompt = np.array([[70.0, 40.0, 90.0]])
     tables = pass_tables(setup(hw, d=2), pair, Workload(prompt, np.full((1, 3), 8), streams(2, 1, 3, 40)[1]))
-    assert np.isnan(tables.verify[0][0].gpu[:, :2]).all() and not np.isnan(tables.verify[0][0].gpu[:, 2:]).any()
+    ad = pass_tables(setup(hw, decoding="ad"), pair, Workload(prompt, np.full((1, 3), 8)))
+    for t in (tables.verify[0][0], tables.draft[0], ad.decode):
+        assert np.isnan(t.gpu[:, :2]).all() and not np.isnan(t.gpu[:, 2:]).any()
     assert not np.isnan(tables.prefill[0].gpu).any()  # a prefill reads context 0
 
 
