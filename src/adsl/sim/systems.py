@@ -165,12 +165,11 @@ def saddle(dep: Deployment) -> Setup:
 
 @dataclass(frozen=True)
 class SystemEntry:
-    """A registered system: the function that builds its setup, its draft policy (what its acceptance
-    inputs must hold: ``running_product`` needs tau per category) and the label figures show."""
+    """A registered system: the function that builds its setup and its draft policy (what its acceptance
+    inputs must hold: ``running_product`` needs tau per category)."""
 
     build: Callable[[Deployment], Setup]
     policy: str = "fixed"  # its draft-length policy (adsl.sim.policies), for speculative systems
-    label: str | None = None  # what figures call it (default: its name)
     speculative: bool = True  # drafts and verifies (False: autoregressive decoding)
 
     @property
@@ -197,12 +196,6 @@ def in_order(names) -> list[str]:
     """``names`` in the registry's order (registered systems first, any others after, as given)."""
     rank = {n: i for i, n in enumerate(SYSTEMS)}
     return sorted(dict.fromkeys(names), key=lambda n: rank.get(n, len(rank)))
-
-
-def label(name: str) -> str:
-    """What figures call system ``name``."""
-    entry = SYSTEMS.get(name)
-    return (entry.label if entry else None) or name
 
 
 def adaptive(names) -> bool:
