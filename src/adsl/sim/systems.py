@@ -143,7 +143,7 @@ def _fixed_roles(dep: Deployment, name: str, dynamic: bool) -> Setup:
         dep.draft_length,
         m,
         m,
-        # a Draft Generator per micro-batch; verification is pooled (adsl.sim.pools)
+        # a Draft Generator per micro-batch; verification is pooled (adsl.sim.loop.pool_loop)
         dataclasses.replace(_micro_batching(dep, dep.systems.saddle_system), split="always"),
         policy="running_product",
         dynamic=dynamic,
