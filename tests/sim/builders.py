@@ -8,7 +8,7 @@ import numpy as np
 
 from adsl.fitting.generator import CONTINUED, FIRST, running_product_lengths
 from adsl.settings import MicroBatching
-from adsl.sim import core, tables
+from adsl.sim import core, result, tables
 from adsl.sim.setup import Setup
 
 PIM = {"fc": "gpu", "attention": "pim"}
@@ -109,3 +109,23 @@ def use_loop(monkeypatch, plain):
     """The core and the pass tables call ``plain`` (an ``uncompiled`` copy of the loop) for the loop."""
     monkeypatch.setattr(core, "loop", plain)
     monkeypatch.setattr(tables, "loop", plain)
+
+
+def flat_costs(monkeypatch, draft_gpu_s=None, draft_pim_s=None, verify_gpu_s=None, verify_pim_s=None):
+    """``PassTables.flat`` (all the loop reads) with its draft and verification tables (GPU, PIM) at the seconds
+    given, whatever the requests and context (None: as costed)."""
+    flat = tables.PassTables.flat
+
+    def unit(self):
+        tab = list(flat(self))
+        for i, s in enumerate((draft_gpu_s, draft_pim_s, verify_gpu_s, verify_pim_s)):
+            tab[i] = tab[i] if s is None else np.full_like(tab[i], s)
+        return tuple(tab)
+
+    monkeypatch.setattr(tables.PassTables, "flat", unit)
+
+
+def union(intervals, lo, hi):
+    """``union_length`` over a list of (start, end) pairs."""
+    iv = np.array(intervals, dtype=float).reshape(-1, 2)
+    return result.union_length(iv[:, 0].copy(), iv[:, 1].copy(), float(lo), float(hi))

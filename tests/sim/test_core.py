@@ -10,15 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adsl.fitting.generator import running_product_lengths
-from adsl.settings import Continuous, MicroBatching
+from adsl.settings import Continuous
 from adsl.sim import core
 from adsl.sim.core import simulate_core
 from adsl.sim.loop import KINDS, TABLES
-from adsl.sim.result import union_length
 from adsl.sim.setup import SimError
 from adsl.sim.tables import Layout, PassTables
 from adsl.sim.workload import Workload
-from tests.sim.builders import GPU, PIM_DRAFT, inputs, logged, pim_sd, pooled, setup, streams
+from tests.sim.builders import GPU, PIM_DRAFT, flat_costs, inputs, logged, pim_sd, pooled, setup, streams, union
 
 # a run and its accounting warn of nothing: a job of no time (free drafting) or a placement counter of no
 # passes (AD has no draft) is a value, not a 0 / 0 for numpy to warn about
@@ -36,12 +35,6 @@ CASES = [
 ]
 
 
-def _logged(monkeypatch, *args, **kw):
-    """``simulate_core(*args, **kw)`` and the replicas' logs it turned into its result."""
-    res, _, reps = logged(monkeypatch, *args, **kw)
-    return res, reps
-
-
 def _run_case(monkeypatch, models, setup_, serving, x=2, out=None):
     n = 6 if serving is None else 18
     out = np.random.default_rng(3).integers(5, 60, (x, n)) if out is None else out
@@ -49,7 +42,7 @@ def _run_case(monkeypatch, models, setup_, serving, x=2, out=None):
     lengths = np.stack([running_product_lengths(c, 0.4, 9) for c in conf])
     sd = setup_.decoding == "sd"
     work = Workload(np.full((x, n), 64.0), out, acc if sd else None, lengths if sd else None, conf, conf)
-    return out, *_logged(monkeypatch, setup_, models.pair(PAIR), work, serving, timelines=True)
+    return out, *logged(monkeypatch, setup_, models.pair(PAIR), work, serving, timelines=True)[::2]
 
 
 @pytest.mark.parametrize("name,make", CASES)
@@ -65,17 +58,15 @@ def test_the_logs_hold_no_empty_round_and_a_q_only_for_verifications(models, hw,
         assert (rep.pass_variant[rep.pass_table == TABLES.index("decode")] == 0).all(), name
 
 
-def test_machines_forget_past_intervals_so_a_run_may_book_more_than_they_hold_at_once(models, hw):
+def test_machines_forget_past_intervals_so_a_run_may_book_more_than_they_hold_at_once(pair, hw):
     """A machine holds at most ``loop.CAPACITY`` busy intervals at once and forgets those that have ended
     every ``PRUNE``-th event: one request decoding 1,100 tokens books about 4,400 intervals on the GPU (four
     layer chunks a pass, PIM attention between them) and runs to its end."""
-    res = simulate_core(
-        setup(hw, decoding="ad"), models.pair(PAIR), Workload(np.full((1, 1), 64.0), np.full((1, 1), 1100))
-    )
+    res = simulate_core(setup(hw, decoding="ad"), pair, Workload(np.full((1, 1), 64.0), np.full((1, 1), 1100)))
     assert res.tokens.tolist() == [1100.0]
 
 
-def test_a_log_that_fills_up_counts_its_rows_and_the_replica_runs_again_with_as_many(models, hw, monkeypatch):
+def test_a_log_that_fills_up_counts_its_rows_and_the_replica_runs_again_with_as_many(pair, hw, monkeypatch):
     """Logs that start with two rows each: every log fills, counts the rows it could not take, and the replica
     runs again with that many; the result is the one with logs large enough from the start (a SD and a pool
     run, timelines kept)."""
@@ -83,7 +74,6 @@ def test_a_log_that_fills_up_counts_its_rows_and_the_replica_runs_again_with_as_
     out = np.random.default_rng(5).integers(10, 40, (2, 6))
     lengths = np.full(acc.shape, 3)
     work = Workload(np.full((2, 6), 64.0), out, acc, lengths, conf, conf)
-    pair = models.pair(PAIR)
     for s in (setup(hw, "motivation-4gpu", d=3, mb=2), pooled(hw, True, d=3, pool=30)):
         whole = simulate_core(s, pair, work, timelines=True)
         counted: list = []
@@ -105,13 +95,13 @@ def test_a_log_that_fills_up_counts_its_rows_and_the_replica_runs_again_with_as_
         assert small.timelines == whole.timelines
 
 
-def test_an_open_loop_pool_with_slots_never_filled_cuts_and_serves_every_request(models, hw):
+def test_an_open_loop_pool_with_slots_never_filled_cuts_and_serves_every_request(pair, hw):
     """Open loop with three slots and two requests (at 0 s and 5 s): a slot that never held a request is
     scored too by a pool that cuts (4 tokens), and every request emits its output."""
     conf, acc = streams(7, 1, 2, 60)
     out = np.array([[20, 12]])
     work = Workload(np.full((1, 2), 64.0), out, acc, np.full(conf.shape, 4), conf, arrivals=np.array([[0.0, 5.0]]))
-    res = simulate_core(pooled(hw, True, "idle", 1, d=4, pool=4), models.pair(PAIR), work, Continuous(3, 0))
+    res = simulate_core(pooled(hw, True, "idle", 1, d=4, pool=4), pair, work, Continuous(3, 0))
     assert res.window["total_tokens"].tolist() == [32.0] and res.pool["pool_max"][0] == 4
 
 
@@ -187,16 +177,15 @@ def test_every_drafted_token_is_verified_cut_or_wasted(models, hw, monkeypatch, 
 
 
 @pytest.mark.parametrize("eager", [False, True])
-def test_with_every_draft_rejected_every_drafted_token_is_wasted(models, hw, monkeypatch, eager):
+def test_with_every_draft_rejected_every_drafted_token_is_wasted(pair, hw, monkeypatch, eager):
     """Acceptance streams of no passing token: every pass emits the target's token alone, nothing is
     held, and every drafted token is verified (sequential pool) or wasted (Eager Pool)."""
-    pair = models.pair(PAIR)
     n = 6
     conf, _ = streams(5, 2, n, 100)
     acc = np.zeros(conf.shape, bool)
     out = np.random.default_rng(5).integers(5, 40, (2, n))
     lengths = np.stack([running_product_lengths(c, 0.4, 9) for c in conf])
-    res, reps = _logged(
+    res, _, reps = logged(
         monkeypatch, pooled(hw, eager), pair, Workload(np.full((2, n), 64.0), out, acc, lengths, conf, conf)
     )
     np.testing.assert_array_equal(res.tokens, out.sum(axis=1))
@@ -216,11 +205,10 @@ def test_with_every_draft_rejected_every_drafted_token_is_wasted(models, hw, mon
 @given(
     st.integers(1, 6), st.integers(1, 5), st.sampled_from(["dgx-a100", "saddle-tp", "saddle"]), st.integers(0, 2**31)
 )
-def test_one_micro_batch_runs_its_passes_back_to_back(models, hw, n, d, system, seed):
+def test_one_micro_batch_runs_its_passes_back_to_back(pair, hw, n, d, system, seed):
     """One micro-batch and no pool, AD and SD with fixed and adaptive lengths, one stage or a pipeline:
     each job starts when the previous one ends, so the run takes the sum of its jobs, and every request
     emits its output."""
-    pair = models.pair(PAIR)
     conf, acc = streams(seed, 2, n, 90)
     out = np.random.default_rng(seed).integers(1, 40, (2, n))
     prompt = np.full((2, n), 64.0)
@@ -247,7 +235,7 @@ def test_one_micro_batch_runs_its_passes_back_to_back(models, hw, n, d, system, 
         ("saddle-tp", "sd", 8, 1, None, 48, 4, 3),  # a batch larger than any context, drafts past the outputs
     ],
 )
-def test_other_placements_copies_and_lengths_conserve_tokens(models, hw, system, decoding, d, copies, target, n, p, o):
+def test_other_placements_copies_and_lengths_conserve_tokens(pair, hw, system, decoding, d, copies, target, n, p, o):
     """The target's mapping for AD, the draft's copies, contexts far past the prompt, more requests than
     context positions and a draft longer than the outputs: every request emits its output, the run is
     its passes back to back, and verification never verifies more than d + 1 tokens a request."""
@@ -255,9 +243,7 @@ def test_other_placements_copies_and_lengths_conserve_tokens(models, hw, system,
     s = setup(hw, system, decoding, d, draft_copies=copies, **kw)
     _, acc = streams(5, 2, n, o + d + 1, p=0.7)
     out = np.full((2, n), o)
-    res = simulate_core(
-        s, models.pair(PAIR), Workload(np.full((2, n), float(p)), out, acc if d else None), timelines=True
-    )
+    res = simulate_core(s, pair, Workload(np.full((2, n), float(p)), out, acc if d else None), timelines=True)
     np.testing.assert_array_equal(res.tokens, out.sum(axis=1))
     for r, timeline in enumerate(res.timelines):
         assert res.time_s[r] == pytest.approx(sum(e - s for _, s, e in timeline["jobs"]), rel=1e-12)
@@ -267,54 +253,9 @@ def test_other_placements_copies_and_lengths_conserve_tokens(models, hw, system,
         np.testing.assert_array_equal(res.iterations, [o, o])
 
 
-def test_tau_zero_one_micro_batch_pool_equals_fixed_length_sd(models, hw):
-    """SADDLE with tau = 0 (every draft d long), one micro-batch and a pool that holds every draft
-    verifies the same windows as fixed-length SD, at the same times (the draft placed alike)."""
-    pair = models.pair(PAIR)
-    conf, acc = streams(7, 2, 5, 120)
-    out = np.full((2, 5), 50)
-    prompt = np.full((2, 5), 64.0)
-    d = 4
-    lengths = np.full(acc.shape, 2 * d + 1)
-    sd = simulate_core(setup(hw, d=d), pair, Workload(prompt, out, acc))
-    pooled_ = simulate_core(pooled(hw, False, mb=1, d=d), pair, Workload(prompt, out, acc, lengths, conf, conf))
-    sd_pim = simulate_core(setup(hw, d=d, draft_mapping=PIM_DRAFT), pair, Workload(prompt, out, acc))
-    np.testing.assert_array_equal(pooled_.tokens, sd.tokens)
-    for field in ("tokens", "iterations", "request_rounds", "drafted"):
-        np.testing.assert_array_equal(getattr(pooled_, field), getattr(sd_pim, field), err_msg=field)
-    np.testing.assert_allclose(pooled_.time_s, sd_pim.time_s, rtol=1e-9)
-    np.testing.assert_allclose(pooled_.energy_j, sd_pim.energy_j, rtol=1e-9)
-
-
-def test_prefill_makes_each_round_of_a_one_micro_batch_pool_without_eager_drafting_longer_by_its_prompts(models, hw):
-    """SADDLE-p, one micro-batch, continuous batching: with prefill the same rounds run (same tokens and
-    passes), each longer by the prefill of the requests it admits, so the steady-state window and the whole
-    run grow by exactly their prefill time, and the energy grows. (Draft tokens count in the window when
-    their drafting starts, which a prefill at the window's edges moves: ``drafted`` may differ.)"""
-    pair = models.pair(PAIR)
-    s = pooled(hw, False, mb=1, pool=20)
-    for seed in (9, 10):
-        conf, acc = streams(seed, 2, 16, 140)
-        out = np.random.default_rng(seed).integers(10, 60, (2, 16))
-        prompt = np.random.default_rng(seed + 1).integers(30, 90, (2, 16)).astype(float)
-        lengths = np.stack([running_product_lengths(c, 0.5, 9) for c in conf])
-        plain, filled = (
-            simulate_core(s, pair, Workload(prompt, out, acc, lengths, conf, conf), Continuous(4, 3, p), timelines=True)
-            for p in (False, True)
-        )
-        for field in ("tokens", "iterations", "request_rounds"):
-            np.testing.assert_array_equal(getattr(filled, field), getattr(plain, field), err_msg=field)
-        assert (filled.stage_s["prefill"] > 0).all() and (plain.stage_s["prefill"] == 0).all()
-        np.testing.assert_allclose(filled.time_s, plain.time_s + filled.stage_s["prefill"], rtol=1e-9)
-        whole = [sum(e - s for k, s, e in t["jobs"] if k == "prefill") for t in filled.timelines]
-        np.testing.assert_allclose(filled.window["total_s"], plain.window["total_s"] + whole, rtol=1e-9)
-        assert (filled.energy_j > plain.energy_j).all()
-
-
-def test_the_pool_without_eager_drafting_waits_for_every_entry_whatever_the_trigger(models, hw):
+def test_the_pool_without_eager_drafting_waits_for_every_entry_whatever_the_trigger(pair, hw):
     """SADDLE-p verifies every request's entry in each pass: under the ``idle`` trigger (two micro-batches,
     continuous batching with prefill) it runs pass for pass as under ``complete``."""
-    pair = models.pair(PAIR)
     conf, acc = streams(14, 2, 16, 140)
     out = np.random.default_rng(14).integers(10, 60, (2, 16))
     lengths = np.stack([running_product_lengths(c, 0.5, 9) for c in conf])
@@ -327,10 +268,9 @@ def test_the_pool_without_eager_drafting_waits_for_every_entry_whatever_the_trig
         np.testing.assert_array_equal(getattr(runs[1], field), getattr(runs[0], field), err_msg=field)
 
 
-def test_sequential_pool_micro_batches_change_only_when_drafts_end(models, hw):
+def test_sequential_pool_micro_batches_change_only_when_drafts_end(pair, hw):
     """SADDLE-p admits and verifies every request in one pooled pass whatever the number of Draft
     Generators: more micro-batches move when drafting ends, never which tokens are verified."""
-    pair = models.pair(PAIR)
     conf, acc = streams(12, 2, 9, 140)
     out = np.random.default_rng(12).integers(10, 60, (2, 9))
     prompt = np.full((2, 9), 64.0)
@@ -344,16 +284,9 @@ def test_sequential_pool_micro_batches_change_only_when_drafts_end(models, hw):
         np.testing.assert_array_equal(res.pool["pool_max"], runs[0].pool["pool_max"])
 
 
-def _union(intervals, lo, hi):
-    """``union_length`` over a list of (start, end) pairs."""
-    iv = np.array(intervals, dtype=float).reshape(-1, 2)
-    return union_length(iv[:, 0].copy(), iv[:, 1].copy(), float(lo), float(hi))
-
-
-def test_stage_times_are_the_union_of_the_jobs_of_each_kind(models, hw):
+def test_stage_times_are_the_union_of_the_jobs_of_each_kind(pair, hw):
     """Fig. 16's draft / verify / overlap shares come from the jobs' kinds: every job carries one of
     KINDS, and each stage's time is the union of its jobs' intervals."""
-    pair = models.pair(PAIR)
     conf, acc = streams(13, 1, 8, 140)
     out = np.random.default_rng(13).integers(10, 60, (1, 8))
     lengths = np.stack([running_product_lengths(c, 0.5, 9) for c in conf])
@@ -363,21 +296,20 @@ def test_stage_times_are_the_union_of_the_jobs_of_each_kind(models, hw):
         jobs = res.timelines[0]["jobs"]
         assert {k for k, _, _ in jobs} <= set(KINDS) and {"draft", "verify"} <= {k for k, _, _ in jobs}
         end = res.time_s[0]
-        draft = _union([(a, b) for k, a, b in jobs if k in ("draft", "eager")], 0.0, end)
-        verify = _union([(a, b) for k, a, b in jobs if k == "verify"], 0.0, end)
+        draft = union([(a, b) for k, a, b in jobs if k in ("draft", "eager")], 0.0, end)
+        verify = union([(a, b) for k, a, b in jobs if k == "verify"], 0.0, end)
         assert res.stage_s["draft"][0] == pytest.approx(draft) and draft > 0
         assert res.stage_s["verify"][0] == pytest.approx(verify) and verify > 0
-        every = _union([(a, b) for _, a, b in jobs], 0.0, end)
+        every = union([(a, b) for _, a, b in jobs], 0.0, end)
         assert res.stage_s["overlap"][0] == pytest.approx(draft + verify - every, abs=1e-12)
         # drafting overlaps verification across micro-batches and with the Eager Pool, not in SADDLE-p
         assert (res.stage_s["overlap"][0] > 0) == (s.eager or not s.pool_tokens)
 
 
-def test_open_loop_with_every_request_waiting_at_zero_is_the_closed_loop(models, hw):
+def test_open_loop_with_every_request_waiting_at_zero_is_the_closed_loop(pair, hw):
     """Arrivals all at time 0 and no prefill: the open loop fills its empty slots at once and then runs
     the closed loop's micro_batching, pass for pass (the open-loop refill path against the closed loop); with
     one output token a request, every request still finishes."""
-    pair = models.pair(PAIR)
     n = 18
     conf, acc = streams(4, 2, n, 140)
     lengths = np.stack([running_product_lengths(c, 0.4, 9) for c in conf])
@@ -397,50 +329,10 @@ def test_open_loop_with_every_request_waiting_at_zero_is_the_closed_loop(models,
             assert np.isfinite(opened.requests["finished"]).all()
 
 
-@pytest.mark.parametrize("decoding", ["ad", "sd"])
-def test_a_request_goes_to_the_micro_batch_that_is_free_first(models, hw, decoding):
-    """Events in time order: a request arriving while one micro-batch is busy and the other idle enters
-    the idle one at its arrival, not the busy one at the end of the round it was running (the loop once
-    settled a round's end, and its admissions, when the round started)."""
-    s = dataclasses.replace(setup(hw, decoding=decoding), micro_batching=MicroBatching(2, split="always"))
-    _, acc = streams(15, 1, 2, 140)
-    out = np.array([[40, 40]])
-
-    def run(arrivals):
-        a = acc if decoding == "sd" else None
-        pair, prompt = models.pair(PAIR), np.full((1, 2), 64.0)
-        return simulate_core(s, pair, Workload(prompt, out, a, arrivals=arrivals), serving=Continuous(4, 0, False))
-
-    busy_until = run(np.array([[0.0, 0.0]])).requests["finished"][0]  # both start at 0
-    arrival = 0.3 * busy_until  # the first micro-batch is mid-round, the second idle
-    res = run(np.array([[0.0, arrival]]))
-    assert res.requests["admitted"].tolist() == [0.0, arrival]
-
-
-def test_rejects_requests_without_output_and_mismatched_shapes(models, hw):
-    """A request without output, or prompts and outputs of different shapes, fail before any run."""
-    s = dataclasses.replace(setup(hw, decoding="ad"), micro_batching=MicroBatching(2, split="always"))
-    pair = models.pair(PAIR)
-    with pytest.raises(SimError, match=r"^every request needs an output length >= 1$"):
-        simulate_core(s, pair, Workload(np.full((1, 3), 64.0), np.array([[0, 3, 2]])))
-    with pytest.raises(SimError, match=r"must both be \(replicas, requests\), got \(1, 2\), \(1, 3\)"):
-        simulate_core(s, pair, Workload(np.full((1, 2), 64.0), np.array([[1, 3, 2]])))
-    with pytest.raises(SimError, match=r"must both be \(replicas, requests\), got \(3,\), \(3,\)"):
-        simulate_core(s, pair, Workload(np.full(3, 64.0), np.array([1, 3, 2])))
-
-
-def test_free_drafting_reaches_the_verification_only_bound(models, hw, monkeypatch):
+def test_free_drafting_reaches_the_verification_only_bound(pair, hw, monkeypatch):
     """Hiding more work can only help: with drafting free (draft tables of zero seconds), the run takes
     exactly its verification passes, sequential pool or Eager Pool."""
-    flat = PassTables.flat
-
-    def free_drafts(self):
-        tab = list(flat(self))
-        tab[0], tab[1] = np.zeros_like(tab[0]), np.zeros_like(tab[1])
-        return tuple(tab)
-
-    monkeypatch.setattr(PassTables, "flat", free_drafts)
-    pair = models.pair(PAIR)
+    flat_costs(monkeypatch, 0, 0)
     conf, acc = streams(11, 1, 8, 160)
     out = np.full((1, 8), 80)
     lengths = np.stack([running_product_lengths(c, 0.4, 9) for c in conf])
@@ -454,12 +346,11 @@ def test_free_drafting_reaches_the_verification_only_bound(models, hw, monkeypat
 
 
 @pytest.mark.parametrize("on_pim", [True, False])
-def test_the_controller_adds_its_decision_to_every_draft_step_of_a_per_token_policy(models, hw, monkeypatch, on_pim):
+def test_the_controller_adds_its_decision_to_every_draft_step_of_a_per_token_policy(pair, hw, monkeypatch, on_pim):
     """One micro-batch drafting then verifying in turn, a static batch: with the Controller's decision
     charged, the run is longer by exactly that time per draft step (draft in PIM or on the GPU), spent by
     the drafting device (its draft segments, the timeline); a fixed draft length (no per-token decision)
     pays nothing; the tokens and passes are the same."""
-    pair = models.pair(PAIR)
     conf, later, acc, out, lengths = inputs(4, 1, 8)
     w = Workload(np.full(out.shape, 64.0), out, acc, lengths, conf, later)
     mapping = {"fc": "pim", "attention": "pim"} if on_pim else {"fc": "gpu", "attention": "gpu"}
@@ -486,12 +377,11 @@ def test_the_controller_adds_its_decision_to_every_draft_step_of_a_per_token_pol
 
 
 @pytest.mark.parametrize("kind", ["SADDLE-s", "SADDLE-p", "SD"])
-def test_lengths_under_a_lowered_tau_are_in_force_only_while_few_requests_are_in_flight(models, hw, kind):
+def test_lengths_under_a_lowered_tau_are_in_force_only_while_few_requests_are_in_flight(pair, hw, kind):
     """SADDLE-s, SADDLE-p and SD drafting by the running product (two micro-batches), a static batch of 8:
     lengths for light load in force at any load (at most 8 in flight) are the run with those lengths;
     never in force (0), the run without them; in force from 4 in flight on, in between (the batch drains
     from 8 requests). A bound without lengths for light load is the run without them."""
-    pair = models.pair(PAIR)
     conf, later, acc, out, lengths = inputs(6, 1, 8)
     s = {
         "SADDLE-s": pooled(hw, eager=True, mb=1, pool=64),
@@ -513,10 +403,9 @@ def test_lengths_under_a_lowered_tau_are_in_force_only_while_few_requests_are_in
         simulate_core(s, pair, dataclasses.replace(w, draft_lengths=None, light_lengths=longer, light_at_most=8))
 
 
-def test_draft_lengths_of_any_integer_type_give_the_run_of_the_same_lengths_as_int64(models, hw):
+def test_draft_lengths_of_any_integer_type_give_the_run_of_the_same_lengths_as_int64(pair, hw):
     """A policy of one's own may hand lengths over as int32 or uint8: the run is the one of the same lengths
     as int64 (the loop is compiled for int64 lengths), with and without lengths for light load."""
-    pair = models.pair(PAIR)
     conf, later, acc, out, lengths = inputs(6, 1, 8)
     s = pooled(hw, eager=True, mb=1, pool=64)
     w = Workload(np.full(out.shape, 64.0), out, acc, lengths, conf, later, light_lengths=lengths + 1, light_at_most=4)
@@ -537,12 +426,11 @@ RQ_DTYPES = tuple("float64 int64 float64 bool uint8 bool uint8 uint8 bool float3
 
 
 @pytest.mark.parametrize("flagged", [False, True])
-def test_the_loop_is_handed_one_dtype_per_field_whatever_the_workload_holds(models, hw, monkeypatch, flagged):
+def test_the_loop_is_handed_one_dtype_per_field_whatever_the_workload_holds(pair, hw, monkeypatch, flagged):
     """numba compiles the loop once per set of argument types: float32 or float64 confidences, int32 or uint8
     lengths, bool or flagged streams (whose runs ``match_runs`` gives as uint16 or int32) reach it as float32
     confidences and uint8 lengths and runs (capped at what the loop reads, ``core.narrow``), so no workload a
     user builds pays a second compile."""
-    pair = models.pair(PAIR)
     conf, later, acc, out, lengths = inputs(6, 1, 8, flagged=flagged)
     s = pooled(hw, eager=True, mb=1, pool=64)
     seen = []
@@ -565,12 +453,12 @@ def _flat(dg, dp):
     return types.SimpleNamespace(flat=lambda: tables)
 
 
-def test_the_loop_key_tells_runs_apart_by_their_pass_costs_and_orders_untied_variants(models, hw):
+def test_the_loop_key_tells_runs_apart_by_their_pass_costs_and_orders_untied_variants(pair, hw):
     """``loop_key``: two setups alike but for the draft's placement cost different passes, so their keys
     differ. ``tables_digest``: draft variants enter in a canonical order unless two of them cost the same
     somewhere on the grid (GPU + PIM seconds, rows of one request or more), where the loop's tie rule (the
     lower variant) makes their order count."""
-    pair, slots, ctx_max, prompt = models.pair(PAIR), 4, 200.0, 64.0
+    slots, ctx_max, prompt = 4, 200.0, 64.0
     a, b = setup(hw, d=3, draft_mapping=GPU), setup(hw, d=3, draft_mapping=PIM_DRAFT)
     ta, tb = PassTables(a, pair, slots, ctx_max, prompt), PassTables(b, pair, slots, ctx_max, prompt)
     assert core.loop_key(a, ta, None) != core.loop_key(b, tb, None)
@@ -583,11 +471,11 @@ def test_the_loop_key_tells_runs_apart_by_their_pass_costs_and_orders_untied_var
         assert (core.tables_digest(_flat(dg, dp)) == core.tables_digest(swapped)) == same
 
 
-def test_replicas_already_run_are_taken_as_they_are_and_never_more_than_the_workload_has(models, hw):
+def test_replicas_already_run_are_taken_as_they_are_and_never_more_than_the_workload_has(pair, hw):
     """``replica_logs(done=...)``: logs of replicas already run stand for the workload's first replicas (all
     of them: nothing is run again); more than the workload has is an error naming both counts. Negative
     draft lengths are an error."""
-    pair, s = models.pair(PAIR), pooled(hw, eager=True, mb=1, pool=64)
+    s = pooled(hw, eager=True, mb=1, pool=64)
     conf, later, acc, out, lengths = inputs(6, 1, 8)
     w = Workload(np.full(out.shape, 64.0), out, acc, lengths, conf, later)
     tables, reps = core.replica_logs(s, pair, w)

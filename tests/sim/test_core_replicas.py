@@ -18,12 +18,11 @@ def _replica(arr, r):
 @pytest.mark.parametrize("trigger", ["complete", "idle"])
 @pytest.mark.parametrize("serving", ["static", "continuous", "open"])
 @pytest.mark.parametrize("flagged", [False, True])
-def test_each_replica_equals_its_run_alone(models, hw, trigger, serving, flagged):
+def test_each_replica_equals_its_run_alone(pair, hw, trigger, serving, flagged):
     """On the asynchronous pool, each replica's result (time,
     energy, tokens, device, class and stage times, pool counters, window, per-request times in the open
     loop) is exactly what it gives when run alone. Replicas share outputs and prompts (the cost tables
     depend on them) and differ in acceptance streams, running-product lengths and arrivals."""
-    pair = models.pair(PAIR)
     x, n, d, t = 3, 18, 4, 160
     rng = np.random.default_rng(11)
     conf, later, acc, out, lengths = inputs(11, x, n, t, flagged)

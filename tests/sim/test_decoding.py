@@ -22,12 +22,6 @@ from tests.sim.builders import GPU, PIM, logged, pooled, setup
 PAIR = "OPT-66B"
 
 
-def _logged(monkeypatch, *args, **kw):
-    """``simulate_core(*args, **kw)`` and the replicas' logs it turned into its result."""
-    res, _, reps = logged(monkeypatch, *args, **kw)
-    return res, reps
-
-
 def _groups(res, slots):
     """The micro-batches the run cut its slots into: near-equal runs of consecutive slots."""
     mb = int(res.placement["micro_batches"])
@@ -95,7 +89,7 @@ def test_every_request_emits_its_output_length(models, hw):
     st.integers(0, 2**31 - 1),
     st.sampled_from(["bool", "flagged", "adaptive"]),
 )
-def test_every_replica_emits_its_outputs_in_bounded_rounds(models, hw, batch, d, p, system, seed, streams_):
+def test_every_replica_emits_its_outputs_in_bounded_rounds(pair, hw, batch, d, p, system, seed, streams_):
     """Three replicas with their own outputs and streams (bool, first-token / continuation flags, or
     adaptive lengths), two micro-batches where they pay: every replica emits its outputs and completes
     every request; AD decodes each micro-batch as long as its longest request; SD verifies every request
@@ -110,7 +104,6 @@ def test_every_replica_emits_its_outputs_in_bounded_rounds(models, hw, batch, d,
         acc = acc.astype(np.uint8) * FIRST | (rng.random((x, batch, t)) < p).astype(np.uint8) * CONTINUED
     elif streams_ == "adaptive":
         lengths = np.stack([running_product_lengths(c, 0.5, d) for c in rng.beta(5, 1, (x, batch, t))])
-    pair = models.pair(PAIR)
     for decoding in ("ad", "sd"):
         kw = {"policy": "running_product"} if lengths is not None and decoding == "sd" else {}
         s = dataclasses.replace(
@@ -136,7 +129,7 @@ def test_every_replica_emits_its_outputs_in_bounded_rounds(models, hw, batch, d,
             assert (res.drafted == 0).all()
 
 
-def test_tau_zero_is_fixed_length_sd(models, hw):
+def test_tau_zero_is_fixed_length_sd(pair, hw):
     """With tau = 0 the running-product rule never stops early: SADDLE-d = fixed-length SD."""
     rng = np.random.default_rng(0)
     conf = rng.beta(5, 1, (2, 6, 120))
@@ -145,7 +138,7 @@ def test_tau_zero_is_fixed_length_sd(models, hw):
     # tau = 0 itself, not a floor: every position a 60-token request reaches drafts the full 5
     assert (lengths[..., : 60 + 5] == 5).all()
     s = setup(hw, "motivation-4gpu", d=5, mb=5)
-    pair, prompt, out = models.pair(PAIR), np.full((2, 6), 64.0), np.full((2, 6), 60)
+    prompt, out = np.full((2, 6), 64.0), np.full((2, 6), 60)
     a = simulate_core(dataclasses.replace(s, policy="running_product"), pair, Workload(prompt, out, acc, lengths))
     b = simulate_core(s, pair, Workload(prompt, out, acc))
     np.testing.assert_allclose(a.time_s, b.time_s, rtol=1e-12)
@@ -180,7 +173,7 @@ def _check_occupancy(rep, slots, out):
     st.booleans(),
     st.booleans(),
 )
-def test_continuous_batching_keeps_slots_full_and_conserves_tokens(models, hw, slots, per_slot, d, p, seed, pre, ad):
+def test_continuous_batching_keeps_slots_full_and_conserves_tokens(pair, hw, slots, per_slot, d, p, seed, pre, ad):
     """One micro-batch, AD or SD (fixed or adaptive lengths), with or without prefill and static power."""
     rng = np.random.default_rng(seed)
     n = slots * per_slot
@@ -192,10 +185,10 @@ def test_continuous_batching_keeps_slots_full_and_conserves_tokens(models, hw, s
     if lengths is not None:
         s = dataclasses.replace(s, policy="running_product")
     with pytest.MonkeyPatch.context() as mp:
-        res, (rep,) = _logged(
+        res, _, (rep,) = logged(
             mp,
             s,
-            models.pair(PAIR),
+            pair,
             Workload(np.full((1, n), 64.0), out, None if ad else acc, lengths),
             serving=Continuous(slots, 0, prefill=pre),
         )
@@ -206,7 +199,7 @@ def test_continuous_batching_keeps_slots_full_and_conserves_tokens(models, hw, s
 
 
 @pytest.mark.parametrize("eager", [False, True])
-def test_pools_keep_slots_full_and_emit_every_output(models, hw, monkeypatch, eager):
+def test_pools_keep_slots_full_and_emit_every_output(pair, hw, monkeypatch, eager):
     """SADDLE-p and SADDLE-s under continuous batching: no slot idle while a request waits, every request
     emits its output, and the window (after a warm-up of one wave, before the drain) is a part of it."""
     rng = np.random.default_rng(11)
@@ -216,10 +209,10 @@ def test_pools_keep_slots_full_and_emit_every_output(models, hw, monkeypatch, ea
     acc = rng.random(conf.shape) < conf
     lengths = np.stack([running_product_lengths(c, 0.4, 2 * d) for c in conf])
     s = pooled(hw, eager, mb=2, d=d)
-    res, reps = _logged(
+    res, _, reps = logged(
         monkeypatch,
         s,
-        models.pair(PAIR),
+        pair,
         Workload(np.full((2, n), 64.0), out, acc, lengths, conf, conf),
         Continuous(slots, slots),
     )
@@ -231,12 +224,11 @@ def test_pools_keep_slots_full_and_emit_every_output(models, hw, monkeypatch, ea
     assert (res.tokens < out.sum(axis=1)).all() and (res.time_s < res.window["total_s"]).all()
 
 
-def test_window_excludes_warmup_and_drain(models, hw):
+def test_window_excludes_warmup_and_drain(pair, hw):
     """AD with equal outputs: generations finish together; the window is generations 2..K of K."""
     n, slots, k = 12, 4, 3
     out = np.full((1, n), 10)
     s = setup(hw, decoding="ad")
-    pair = models.pair(PAIR)
     res = simulate_core(s, pair, Workload(np.full((1, n), 64.0), out), serving=Continuous(slots, slots))
     assert res.placement["micro_batches"] == 1.0
     assert res.iterations[0] == 20 and res.tokens[0] == 2 * slots * 10
@@ -250,10 +242,9 @@ def test_window_excludes_warmup_and_drain(models, hw):
 # -- costs ---------------------------------------------------------------------------------------------------
 
 
-def test_one_decode_step_is_one_pass_of_the_cost_model(models, hw):
+def test_one_decode_step_is_one_pass_of_the_cost_model(pair, hw):
     """Hand-computed: one request of one output token over a 64-token prompt (on the tables' context grid)
     costs exactly one target pass of the cost model with the setup's mapping."""
-    pair = models.pair(PAIR)
     s = dataclasses.replace(setup(hw, "attacc-pim", "ad"), micro_batching=MicroBatching(2, overlap=True))
     res = simulate_core(s, pair, Workload(np.full((1, 1), 64.0), np.ones((1, 1), np.int64)))
     c = batch_pass(pair.target, s.system, 1, 1, 64.0, PIM, s.micro_batching)
@@ -268,9 +259,8 @@ def test_one_decode_step_is_one_pass_of_the_cost_model(models, hw):
         assert res.class_s[k][0] == pytest.approx(float(v), rel=1e-12)
 
 
-def test_cost_table_matches_the_cost_model(models, hw):
+def test_cost_table_matches_the_cost_model(pair, hw):
     s = hw.system("motivation-4gpu")
-    pair = models.pair(PAIR)
     five = MicroBatching(micro_batches=5)
     table = CostTable.build(pair.target, s, 9, PIM, five, 64, 1100)
     n = np.array([1, 7, 33, 64])
@@ -287,13 +277,12 @@ def test_cost_table_matches_the_cost_model(models, hw):
 @pytest.mark.parametrize(
     "system,decoding,copies", [("dgx-a100", "ad", 1), ("saddle-tp", "sd", 1), ("saddle-tp", "sd", 8)]
 )
-def test_prefill_adds_the_cost_models_prompt_passes(models, hw, system, decoding, copies):
+def test_prefill_adds_the_cost_models_prompt_passes(pair, hw, system, decoding, copies):
     """Continuous batching, one micro-batch, every request the same length and every draft accepted, so
     the slots empty together: 12 requests through 4 slots admit 4 requests twice. Prefilling them makes
     the run longer by twice the cost model's prompt pass over 4 requests (the target, then for SD the
     draft with its copies; on the GPUs at the mean prompt of every replica's requests, nothing cached),
     adds its energy, and is the window's prefill time."""
-    pair = models.pair(PAIR)
     n, slots = 12, 4
     rng = np.random.default_rng(2)
     prompt = np.repeat(rng.integers(20, 300, (1, n)).astype(float), 2, 0)
@@ -499,7 +488,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_one_micro_batch_run_equals_a_round_by_round_recomputation(models, hw, case):
+def test_one_micro_batch_run_equals_a_round_by_round_recomputation(pair, hw, case):
     """One micro-batch: tokens, rounds, drafted tokens, time, energy, stage, device-busy and class times
     and the measured window of every replica equal a request-by-request recomputation from cost tables
     built here (static batches and continuous batching with prefill, bool and flagged streams, fixed and
@@ -509,7 +498,6 @@ def test_one_micro_batch_run_equals_a_round_by_round_recomputation(models, hw, c
     out_len, n, float_out = kw.pop("out", None), kw.pop("n", 4), kw.pop("float_out", False)
     first_out = kw.pop("first_replica_out", None)
     s = setup(hw, kw.pop("system", "saddle-tp"), kw.pop("decoding", "sd"), kw.pop("d", 4), **kw)
-    pair = models.pair(PAIR)
     rng = np.random.default_rng(sum(map(ord, case)))
     x, n = 2, (n if serving is None else 4 * serving.slots)
     out = np.full((x, n), out_len) if out_len else rng.integers(1, 40, (x, n))
@@ -549,13 +537,12 @@ def _dynamic_inputs(x=2, n=16, seed=1):
     return prompt, out, rng.random((x, n, 80)) < 0.7
 
 
-def test_dynamic_placement_does_not_depend_on_the_starting_mapping(models, hw):
+def test_dynamic_placement_does_not_depend_on_the_starting_mapping(pair, hw):
     """The dynamic scheduler puts each pass's draft FC and target attention on the faster device, so the
     mapping it starts from does not matter (one micro-batch of 16 requests through the pipeline, where the
     faster device changes along the run): every start gives the same run and the same shares, both
     devices win some passes, each stage is no slower than with any static mapping, and the shares are
     the mean of each replica's own shares."""
-    pair = models.pair(PAIR)
     s = hw.system("saddle")
     prompt, out, acc = _dynamic_inputs()
     runs = {}
@@ -599,11 +586,10 @@ def test_dynamic_placement_does_not_depend_on_the_starting_mapping(models, hw):
         assert shares[k] == pytest.approx(np.mean([a.placement[k] for a in alone]), abs=1e-12), k
 
 
-def test_dynamic_draft_share_with_one_request_and_with_no_drafts(models, hw):
+def test_dynamic_draft_share_with_one_request_and_with_no_drafts(pair, hw):
     """One request per replica: its draft FC is faster in the PIM stacks in every pass, so every draft
     pass goes there (share 1, the static PIM mapping's draft time). Drafts of length 0 throughout: no
     draft pass (so no draft share), verification-only rounds of one token each."""
-    pair = models.pair(PAIR)
     s = hw.system("saddle")
     prompt, out, acc = _dynamic_inputs()
     one = dict(prompt_len=prompt[:, :1], output_len=out[:, :1], accept=acc[:, :1])
@@ -627,10 +613,9 @@ def test_dynamic_draft_share_with_one_request_and_with_no_drafts(models, hw):
 # -- input checks ------------------------------------------------------------------------------------------
 
 
-def test_invalid_inputs_raise_sim_error_with_their_numbers(models, hw):
+def test_invalid_inputs_raise_sim_error_with_their_numbers(pair, hw):
     """Wrong shapes, lengths and streams raise SimError with these exact messages; streams of exactly
     max output + d + 1 positions suffice."""
-    pair = models.pair(PAIR)
     sd, ad = setup(hw, d=4), setup(hw, decoding="ad")
     p4, out = np.full((1, 4), 64.0), np.full((1, 4), 20)
     acc = np.ones((1, 4, 25), bool)
@@ -646,24 +631,6 @@ def test_invalid_inputs_raise_sim_error_with_their_numbers(models, hw):
     raises("SD needs acceptance streams of shape (1, 4, T)", sd, pair, p4, out, acc[:, :3])
     raises("acceptance streams of 24 positions; need >= 25", sd, pair, p4, out, acc[..., :24])
     raises("acceptance streams of 10 positions; need >= 25", sd, pair, p4, out, acc[..., :10])
-    raises(
-        "draft_lengths must be (replicas, requests, >= 25), got (1, 4, 24)",
-        sd,
-        pair,
-        p4,
-        out,
-        acc,
-        np.full((1, 4, 24), 2),
-    )
-    raises(
-        "draft_lengths must be (replicas, requests, >= 25), got (1, 3, 25)",
-        sd,
-        pair,
-        p4,
-        out,
-        acc,
-        np.full((1, 3, 25), 2),
-    )
     # streams of exactly max output + d + 1 positions suffice: all accepted, the requests end together
     res = simulate_core(sd, pair, Workload(p4, out, acc))
     assert res.tokens[0] == 80 and res.iterations[0] == 4
@@ -674,11 +641,8 @@ def test_invalid_inputs_raise_sim_error_with_their_numbers(models, hw):
     assert res.tokens[0] == 9
 
 
-def test_more_slots_than_requests_and_negative_draft_lengths_are_rejected(models, hw):
+def test_more_slots_than_requests_and_negative_draft_lengths_are_rejected(pair, hw):
     """Continuous batching needs a request for every slot, and a draft length is >= 0 (0: no draft)."""
-    pair = models.pair(PAIR)
     p4, out = np.full((1, 4), 64.0), np.full((1, 4), 20)
     with pytest.raises(SimError, match=f"^{re.escape('5 slots but only 4 requests')}$"):
         simulate_core(setup(hw, decoding="ad"), pair, Workload(p4, out), serving=Continuous(5, 1))
-    with pytest.raises(SimError, match="draft_lengths"):
-        simulate_core(setup(hw, d=4), pair, Workload(p4, out, np.ones((1, 4, 25), bool), np.full((1, 4, 25), -1)))

@@ -14,7 +14,7 @@ from adsl.sim.core import simulate_core
 from adsl.sim.loop import KINDS
 from adsl.sim.tables import Layout, PassTables
 from adsl.sim.workload import Workload
-from tests.sim.builders import PIM, inputs, pim_sd, pooled, setup
+from tests.sim.builders import PIM, flat_costs, inputs, pim_sd, pooled, setup
 
 PAIR = "OPT-66B"
 
@@ -67,14 +67,13 @@ def _reference_sums(acc, lengths, out, d):
     return {k: np.array(v) for k, v in sums.items()}
 
 
-def test_eager_pool_token_accounting_follows_a_request_by_request_reference(models, hw):
+def test_eager_pool_token_accounting_follows_a_request_by_request_reference(pair, hw):
     """One micro-batch, ``complete`` trigger, static batch: every pass verifies every active request
     and every request's tokens are emitted (with and without an overflowing pool, bool and flagged
     streams, a calibration of later tokens, lengths beyond the 2 d + 1 cap and lengths of no running
     product); an overflowing pool fills up (the ranking ran); with a pool that never overflows the
     requests are independent and each one's eager / migrated / discarded / wasted tokens follow the
     request-by-request reference, also when slots are refilled from a queue."""
-    pair = models.pair(PAIR)
     d, n = 4, 6
     for seed, flagged in ((21, False), (22, True), (23, False)):
         conf, later, acc, out, lengths = inputs(seed, 2, n, flagged=flagged)
@@ -107,11 +106,10 @@ def test_eager_pool_token_accounting_follows_a_request_by_request_reference(mode
                 np.testing.assert_array_equal(queued.pool[k], ref[k], err_msg=f"{key} {k} queued")
 
 
-def test_every_pass_is_counted_once_with_its_kind(models, hw):
+def test_every_pass_is_counted_once_with_its_kind(pair, hw):
     """Iterations are the verification (or decode) jobs, drafted tokens the draft steps of the draft
     and eager jobs; every job and machine segment carries one of KINDS; AD drafts nothing and its decode
     passes are its verify stage; prefill jobs are the prefill stage."""
-    pair = models.pair(PAIR)
     conf, later, acc, out, lengths = inputs(31, 1, 8)
     prompt = np.full((1, 8), 64.0)
     cases = [
@@ -161,11 +159,10 @@ def _prefill_energy(setup_, pair, slots, prompt):
 
 
 @pytest.mark.parametrize("kind", ["ad", "pim-sd", "pim-sd, one micro-batch", "saddle-s"])
-def test_open_loop_requests_far_apart_are_each_a_static_batch_of_one(models, hw, kind):
+def test_open_loop_requests_far_apart_are_each_a_static_batch_of_one(pair, hw, kind):
     """Arrivals far apart on two slots: every request enters at its arrival, has its first token after
     its prefill (the prefill tables at one request, by hand) and then runs exactly as a static batch of
     that request alone; the pool counts and the energy are the sums of those runs."""
-    pair = models.pair(PAIR)
     n, gap = 5, 1000.0
     conf, later, acc, out, lengths = inputs(41, 1, n)
     prompt = np.full((1, n), 64.0)
@@ -229,11 +226,10 @@ def _expected_admissions(arrival, finished, ends, slots):
     return np.array(adm)
 
 
-def test_open_loop_requests_wait_for_their_arrival_and_for_a_free_slot(models, hw):
+def test_open_loop_requests_wait_for_their_arrival_and_for_a_free_slot(pair, hw):
     """Bursty arrivals on fewer slots than requests, one micro-batch: nobody enters before arriving,
     first come first served, and a request enters at the first pass end that finds a slot free (at
     once into an idle system); every request finishes and emits its tokens."""
-    pair = models.pair(PAIR)
     n, slots = 10, 2
     conf, later, acc, out, lengths = inputs(51, 1, n)
     prompt = np.full((1, n), 64.0)
@@ -261,11 +257,10 @@ def test_open_loop_requests_wait_for_their_arrival_and_for_a_free_slot(models, h
         assert (q["admitted"] > q["arrival"]).any() and (q["admitted"] == q["arrival"]).sum() > 2
 
 
-def test_replicated_draft_copies_run_on_every_pipeline_stage_at_once(models, hw):
+def test_replicated_draft_copies_run_on_every_pipeline_stage_at_once(pair, hw):
     """On a pipeline, a sharded draft pass (and every verification pass) visits the stages in order,
     while a draft with several copies runs one copy on every stage at once: the first draft job of the
     run starts on every stage at time 0."""
-    pair = models.pair(PAIR)
     n = 8
     conf, later, acc, out, lengths = inputs(61, 1, n)
     prompt = np.full((1, n), 64.0)
@@ -288,11 +283,10 @@ def test_replicated_draft_copies_run_on_every_pipeline_stage_at_once(models, hw)
         assert all(a < b for a, b in zip(first["verify"], first["verify"][1:], strict=False)), copies
 
 
-def test_a_slot_that_idles_for_long_needs_no_longer_streams(models, hw):
+def test_a_slot_that_idles_for_long_needs_no_longer_streams(pair, hw):
     """Acceptance streams of the documented minimum length (longest output + d + 1) suffice even when
     one request finishes early and the other runs on alone for many passes: an idle slot stays where
     it stopped."""
-    pair = models.pair(PAIR)
     d = 1
     out = np.array([[20, 60]])
     acc = np.zeros((1, 2, 60 + d + 1), bool)
@@ -312,15 +306,7 @@ def _two_requests_by_hand(models, hw, monkeypatch, draft_gpu_s, draft_pim_s):
     reads, replaced), d = 2, every token accepted, ``idle`` trigger, one micro-batch: request A drafts
     one token a pass (its running product allows one) and keeps nothing eager, B drafts two and keeps its
     eager tokens every pass."""
-    flat = PassTables.flat
-
-    def unit(self):
-        tab = list(flat(self))
-        tab[0], tab[1] = np.full_like(tab[0], draft_gpu_s), np.full_like(tab[1], draft_pim_s)
-        tab[2], tab[3] = np.full_like(tab[2], 2.0), np.zeros_like(tab[3])
-        return tuple(tab)
-
-    monkeypatch.setattr(PassTables, "flat", unit)
+    flat_costs(monkeypatch, draft_gpu_s, draft_pim_s, 2.0, 0)
     d = 2
     out = np.array([[40, 40]])
     acc = np.ones((1, 2, 40 + 4 * d + 4), bool)
@@ -357,11 +343,10 @@ def test_a_request_without_eager_tokens_drafts_again_when_its_pass_ends(models, 
     assert jobs[:4] == [("draft", 0.0, 2.0), ("verify", 2.0, 4.0), ("eager", 4.0, 7.0), ("draft", 4.375, 7.125)]
 
 
-def test_each_micro_batch_admits_and_prefills_its_own_slots(models, hw):
+def test_each_micro_batch_admits_and_prefills_its_own_slots(pair, hw):
     """Three requests arriving together at an idle system of two micro-batches of two slots: the first
     micro-batch takes two of them into its own slots and prefills them in one pass (two requests, by
     hand from the prefill tables), the second micro-batch takes the third with its own prefill pass."""
-    pair = models.pair(PAIR)
     conf, later, acc, _, _ = inputs(71, 1, 3)
     out = np.array([[30, 30, 30]])
     prompt = np.full((1, 3), 64.0)

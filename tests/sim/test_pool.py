@@ -18,7 +18,7 @@ from adsl.sim.core import simulate_core
 from adsl.sim.setup import SimError
 from adsl.sim.tables import PassTables
 from adsl.sim.workload import Workload
-from tests.sim.builders import logged, pooled, streams, uncompiled, use_loop
+from tests.sim.builders import flat_costs, logged, pooled, streams, uncompiled, use_loop
 
 PAIR = "OPT-66B"
 NO_ROWS = np.zeros((1, 1), np.int64)
@@ -178,7 +178,7 @@ def test_eager_tokens_discarded_on_rejection_and_kept_on_full_acceptance(models,
     assert res.pool["discarded"][0] == res.pool["eager"][0] == 10 * (d + 1) and res.pool["migrated"][0] == 0
 
 
-def test_kept_eager_tokens_continue_their_draft(models, hw):
+def test_kept_eager_tokens_continue_their_draft(models, pair, hw):
     """With a within-draft term, tokens kept from the Eager Pool continue an accepted draft (CONTINUED
     outcomes), while fixed-length SD starts every draft afresh (FIRST outcomes)."""
     d, out = 3, 40
@@ -189,12 +189,13 @@ def test_kept_eager_tokens_continue_their_draft(models, hw):
     saddle = _run(models, st_, [out], conf, flags, 0.0)
     assert saddle.iterations[0] == -(-out // (d + 1)) and saddle.pool["wasted"][0] == 0
     fixed = dataclasses.replace(st_, policy="fixed", pool_tokens=0, eager=False)
-    ref = simulate_core(fixed, models.pair(PAIR), Workload(np.full((1, 1), 64.0), np.array([[out]]), flags))
+    ref = simulate_core(fixed, pair, Workload(np.full((1, 1), 64.0), np.array([[out]]), flags))
     assert ref.iterations[0] == 1 + (out - (d + 1))  # one full draft, then one token per pass
 
 
+@pytest.mark.parametrize("system", ["saddle", "saddle-tp"])
 @pytest.mark.parametrize("flagged", [False, True])
-def test_tau_zero_and_ample_pool_is_fixed_length_sd(models, hw, flagged):
+def test_tau_zero_and_ample_pool_is_fixed_length_sd(models, pair, hw, flagged, system):
     """SADDLE-p with tau = 0 (never stop early) and a pool that never binds = fixed-d SD with one pooled
     verification pass per iteration (also with a within-draft term: both start every draft afresh)."""
     d, batch = 4, 6
@@ -202,19 +203,19 @@ def test_tau_zero_and_ample_pool_is_fixed_length_sd(models, hw, flagged):
     if flagged:
         acc = _flagged(acc, 3)
     out = np.full(batch, 60)
-    st_ = pooled(hw, False, mb=1, d=d, pool=batch * (d + 1), system="saddle")
+    st_ = pooled(hw, False, mb=1, d=d, pool=batch * (d + 1), system=system)
     pool = _run(models, st_, out, conf, acc, 0.0)
     fixed = dataclasses.replace(st_, policy="fixed", pool_tokens=0)
-    ref = simulate_core(fixed, models.pair(PAIR), Workload(np.full((1, batch), 64.0), out[None], acc))
-    assert pool.tokens[0] == ref.tokens[0]
-    assert pool.iterations[0] == ref.iterations[0]
+    ref = simulate_core(fixed, pair, Workload(np.full((1, batch), 64.0), out[None], acc))
+    for field in ("tokens", "iterations", "request_rounds", "drafted"):
+        assert getattr(pool, field)[0] == getattr(ref, field)[0], field
     assert pool.time_s[0] == pytest.approx(ref.time_s[0], rel=1e-9)
     assert pool.energy_j[0] == pytest.approx(ref.energy_j[0], rel=1e-9)
 
 
 @settings(max_examples=25, deadline=None)
 @given(st.integers(1, 6), st.floats(0.0, 1.0), st.integers(0, 2**31 - 1), st.sampled_from(["complete", "idle"]))
-def test_saddle_with_tau_zero_and_a_one_request_pool_is_fixed_length_sd(models, hw, d, p, seed, trigger):
+def test_saddle_with_tau_zero_and_a_one_request_pool_is_fixed_length_sd(models, pair, hw, d, p, seed, trigger):
     """One request, tau = 0 (never stop early), a pool of d + 1 tokens: the Eager Pool keeps exactly
     the next d-token draft when the bonus matches, so verification windows and emitted tokens are
     those of fixed-length SD; only the time differs (drafting overlaps verification). Streams long
@@ -223,7 +224,7 @@ def test_saddle_with_tau_zero_and_a_one_request_pool_is_fixed_length_sd(models, 
     st_ = pooled(hw, True, trigger, mb=1, d=d, pool=d + 1, system="saddle")
     saddle = _run(models, st_, [50], conf, acc, 0.0)
     fixed = dataclasses.replace(st_, policy="fixed", pool_tokens=0, eager=False)
-    ref = simulate_core(fixed, models.pair(PAIR), Workload(np.full((1, 1), 64.0), np.array([[50]]), acc))
+    ref = simulate_core(fixed, pair, Workload(np.full((1, 1), 64.0), np.array([[50]]), acc))
     assert saddle.tokens[0] == ref.tokens[0] == 50
     # one request: the verifier has nobody else's tokens to start on, so both triggers wait for the
     # same complete draft and verify the same windows as fixed-length SD
@@ -262,7 +263,7 @@ def test_async_overlap_never_slower_than_its_parts(models, hw):
     assert res.time_s[0] < lazy.time_s[0]
 
 
-def test_eager_rounds_take_no_longer_than_their_drafting_and_pass_in_sequence(models, hw):
+def test_eager_rounds_take_no_longer_than_their_drafting_and_pass_in_sequence(pair, hw):
     """A round of the Eager Pool overlaps the pass with drafting: it lasts at least its longer part and
     at most the two one after the other, so the reported overlap lies between 0 and the shorter stage,
     and the run has no idle gap (its time is the union of its stages)."""
@@ -271,44 +272,13 @@ def test_eager_rounds_take_no_longer_than_their_drafting_and_pass_in_sequence(mo
     lengths = np.random.default_rng(5).integers(0, 10, conf.shape)
     for trigger in ("complete", "idle"):
         setup_ = pooled(hw, True, trigger, mb=1, pool=20)
-        res = simulate_core(setup_, models.pair(PAIR), Workload(np.full((1, 6), 64.0), out, acc, lengths, conf))
+        res = simulate_core(setup_, pair, Workload(np.full((1, 6), 64.0), out, acc, lengths, conf))
         st_ = res.stage_s
         assert 0 <= st_["overlap"][0] <= min(st_["draft"][0], st_["verify"][0]) + 1e-12
         assert res.time_s[0] == pytest.approx(st_["draft"][0] + st_["verify"][0] - st_["overlap"][0], rel=1e-12)
 
 
-def test_invalid_pool_settings(models, hw):
-    with pytest.raises(SimError, match="Eager Pool needs a Shared Pool"):
-        pooled(hw, True, pool=0)
-    with pytest.raises(SimError, match="pool_trigger"):
-        pooled(hw, False, trigger="sometimes")
-    conf, acc = streams(0, 1, 8, 100, 0.7)
-    with pytest.raises(SimError, match="cannot hold one query token per request"):
-        _run(models, pooled(hw, False, mb=1, pool=8), np.full(8, 10), conf, acc, 0.3)
-    # a Continuous batch: the pool must hold one query token per slot
-    with pytest.raises(SimError, match="cannot hold one query token per request"):
-        _run(models, pooled(hw, False, mb=1, pool=4), np.full(8, 10), conf, acc, 0.3, serving=Continuous(4, 0))
-    with pytest.raises(SimError, match=r"asynchronous pool needs each request's draft lengths \(draft_lengths\)"):
-        simulate_core(
-            pooled(hw, True), models.pair(PAIR), Workload(np.full((1, 8), 64.0), np.full((1, 8), 10), acc, None, conf)
-        )
-
-
 # -- counts and draft steps against a slot-by-slot reference ------------------------------------------------
-def _unit_costs(draft_pim_s, verify_gpu_s):
-    """``PassTables.flat`` (all the loop reads) with every draft step ``draft_pim_s`` on PIM and every
-    verification ``verify_gpu_s`` on the GPU, whatever the requests and context."""
-    flat = PassTables.flat
-
-    def unit(self):
-        tab = list(flat(self))
-        tab[0], tab[1] = np.zeros_like(tab[0]), np.full_like(tab[1], draft_pim_s)
-        tab[2], tab[3] = np.full_like(tab[2], verify_gpu_s), np.zeros_like(tab[3])
-        return tuple(tab)
-
-    return unit
-
-
 def _slot_reference(runs, cont_runs, lengths, prompt, out, d, slots, eager, trigger):
     """One replica, scalar, round by round, with a pool that never overflows (each request's entry is
     all of it): ``slots`` slots served from the queue of requests in order. A round verifies the entries
@@ -413,7 +383,7 @@ def _logged_chains(rep, d):
 @pytest.mark.parametrize("eager,trigger", [(False, "complete"), (True, "complete"), (True, "idle")])
 @pytest.mark.parametrize("serving", [None, Continuous(2, 0, prefill=False), Continuous(3, 2, prefill=False)])
 def test_counts_and_draft_steps_follow_a_slot_by_slot_reference(
-    models, hw, monkeypatch, eager, trigger, serving, flagged
+    pair, hw, monkeypatch, eager, trigger, serving, flagged
 ):
     """With a pool that never overflows each slot runs on its own, so the scalar reference fixes every
     round: the requests each pass verifies and their context, tokens, passes, drafted and wasted tokens and
@@ -425,7 +395,7 @@ def test_counts_and_draft_steps_follow_a_slot_by_slot_reference(
     Lengths include zeros (nothing above tau: an ``idle`` request joins the pass at once) and lengths
     beyond the 2 d + 1 cap. Flagged streams: a draft that continues kept eager tokens reads the continuing
     runs, and a request that takes a finished one's slot starts afresh."""
-    monkeypatch.setattr(PassTables, "flat", _unit_costs(0.02, 1.0))
+    flat_costs(monkeypatch, 0, 0.02, 1.0, 0)
     d, n, x = 3, 6, 2
     rng = np.random.default_rng(5)
     t = 60 + d + 1
@@ -438,19 +408,12 @@ def test_counts_and_draft_steps_follow_a_slot_by_slot_reference(
     lengths = np.where(rng.random((x, n, t)) < 0.3, 0, rng.integers(1, 2 * d + 4, (x, n, t)))
     slots = n if serving is None else serving.slots
     setup_ = pooled(hw, eager, trigger, mb=1, d=d, pool=slots * (d + 1))
-    reps = {}
-    inner = core.run_result
-
-    def spy(setup, tables, replicas, serving_, timelines):
-        reps["all"] = replicas
-        return inner(setup, tables, replicas, serving_, timelines)
-
-    monkeypatch.setattr(core, "run_result", spy)
-    res = simulate_core(setup_, models.pair(PAIR), Workload(prompt, out, acc, lengths, conf, conf), serving)
+    work = Workload(prompt, out, acc, lengths, conf, conf)
+    res, _, reps = logged(monkeypatch, setup_, pair, work, serving)
     for r in range(x):
         runs, cont = match_runs(acc[r]), match_runs(acc[r], continuing=flagged)
         rounds, chains = _slot_reference(runs, cont, lengths[r], prompt[r], out[r], d, slots, eager, trigger)
-        rep = reps["all"][r]
+        rep = reps[r]
         passes = [rd for rd in rounds if rd["nv"] > 0]
         # every pass verifies the requests the reference verifies, one event (emitted, completed) a pass
         np.testing.assert_array_equal(rep.round_n[rep.round_n > 0], [rd["nv"] for rd in passes])
@@ -459,9 +422,9 @@ def test_counts_and_draft_steps_follow_a_slot_by_slot_reference(
         np.testing.assert_array_equal(rep.event_emitted, [rd["emitted"] for rd in passes])
         np.testing.assert_array_equal(rep.event_completed, [rd["done"] for rd in passes])
         # every draft chain, in booking order
-        logged = _logged_chains(rep, d)
-        assert [k for k, _ in logged] == [k for k, _ in chains], r
-        for (_, got), (_, chain) in zip(logged, chains, strict=True):
+        booked = _logged_chains(rep, d)
+        assert [k for k, _ in booked] == [k for k, _ in chains], r
+        for (_, got), (_, chain) in zip(booked, chains, strict=True):
             np.testing.assert_array_equal(got[:, 0], _steps(chain, d)[:, 0])
             np.testing.assert_allclose(got[:, 1], _steps(chain, d)[:, 1], rtol=1e-12)
         # whole-run counts
@@ -500,14 +463,13 @@ def _prefill(tables, admitted):
     return energy, busy, cls
 
 
-def test_continuous_window_and_prefill_follow_the_passes_and_the_prefill_costs(models, hw):
+def test_continuous_window_and_prefill_follow_the_passes_and_the_prefill_costs(pair, hw):
     """One micro-batch without the Eager Pool under continuous batching: the measured window starts at
     the pass that completes the warm-up-th request and holds the passes up to the one that leaves the
     queue empty; with prefill the same passes run, and energy, device and class times grow by exactly
     the prefill passes of the requests admitted at the window's passes (its start included, its end
     not: their prefill runs after it) while the draft / verify overlap is unchanged; an all-rejecting
     Eager Pool wastes every token it drafts."""
-    pair = models.pair(PAIR)
     setup_ = pooled(hw, False, mb=1, pool=20)
     conf, acc = streams(10, 1, 16, 140)
     out = np.random.default_rng(10).integers(10, 60, (1, 16))
@@ -555,6 +517,10 @@ def test_continuous_window_and_prefill_follow_the_passes_and_the_prefill_costs(m
         for k in got:
             np.testing.assert_allclose(got[k], base.get(k, 0.0) + add.get(k, 0.0), rtol=1e-9, err_msg=k)
     np.testing.assert_allclose(filled.stage_s["overlap"], plain.stage_s["overlap"], rtol=1e-9, atol=1e-12)
+    assert (filled.stage_s["prefill"] > 0).all() and (plain.stage_s["prefill"] == 0).all()
+    np.testing.assert_allclose(filled.time_s, plain.time_s + filled.stage_s["prefill"], rtol=1e-9)
+    whole = [sum(e - s for k, s, e in t["jobs"] if k == "prefill") for t in filled.timelines]
+    np.testing.assert_allclose(filled.window["total_s"], plain.window["total_s"] + whole, rtol=1e-9)
 
     rejects = np.zeros_like(acc)
     eager = pooled(hw, True, mb=1, pool=20)
@@ -564,11 +530,10 @@ def test_continuous_window_and_prefill_follow_the_passes_and_the_prefill_costs(m
     assert queued.pool["discarded"][0] == queued.pool["eager"][0] > 0 and queued.pool["migrated"][0] == 0
 
 
-def test_too_short_streams_are_rejected_with_the_length_needed(models, hw):
+def test_too_short_streams_are_rejected_with_the_length_needed(pair, hw):
     """A run reads up to d + 1 positions past the longest output (a request drafts from positions below
     its output length, at most d on): one position fewer is refused with a message that names both
-    lengths, for acceptance streams, draft lengths, confidences and light-load lengths alike."""
-    pair = models.pair(PAIR)
+    lengths (the other streams: test_tables)."""
     d = 3
     out = np.array([[20, 30]])
     need = 30 + d + 1
@@ -582,16 +547,6 @@ def test_too_short_streams_are_rejected_with_the_length_needed(models, hw):
             continue
         with pytest.raises(SimError, match=rf"^acceptance streams of {t} positions; need >= {need}$"):
             simulate_core(setup_, pair, Workload(prompt, out, acc, lengths, conf))
-    conf, acc = streams(1, 1, 2, need)
-    short = np.full((1, 2, need - 1), 2)
-    shape = rf"\(replicas, requests, >= {need}\), got \(1, 2, {need - 1}\)$"
-    with pytest.raises(SimError, match=rf"^draft_lengths must be {shape}"):
-        simulate_core(setup_, pair, Workload(prompt, out, acc, short, conf))
-    with pytest.raises(SimError, match=rf"^confidence must be {shape}"):
-        simulate_core(setup_, pair, Workload(prompt, out, acc, np.full(conf.shape, 2), conf[..., :-1]))
-    with pytest.raises(SimError, match=rf"^light_lengths must be {shape}"):
-        light = Workload(prompt, out, acc, np.full(conf.shape, 2), conf, light_lengths=short, light_at_most=1)
-        simulate_core(setup_, pair, light)
 
 
 def _late_case(hw, n=16, seed=7, p=0.7):
@@ -608,13 +563,13 @@ def _late_case(hw, n=16, seed=7, p=0.7):
     return setup_, Workload(np.full((1, n), 64.0), out, acc, lengths, conf, conf), Continuous(4, 2, prefill=True)
 
 
-def test_the_drafter_idle_check_is_asked_about_the_running_requests_at_their_mean_context(models, hw, monkeypatch):
+def test_the_drafter_idle_check_is_asked_about_the_running_requests_at_their_mean_context(pair, hw, monkeypatch):
     """Where requests are admitted with a prefill, whether the others may draft during it is asked of the
     draft pass of the requests already running (verified by the pass, not just admitted, with tokens
     left) at their mean context after the pass's tokens, and only where there are some (the uncompiled
     loop, its check and the admission it follows spied on). Near the queue's end a verified slot finishes
     and finds no request to take: it is not running."""
-    monkeypatch.setattr(PassTables, "flat", _unit_costs(0.002, 0.1))
+    flat_costs(monkeypatch, 0, 0.002, 0.1, 0)
     plain = uncompiled(loop)
     use_loop(monkeypatch, plain)
     seen, calls = {}, []
@@ -639,7 +594,7 @@ def test_the_drafter_idle_check_is_asked_about_the_running_requests_at_their_mea
     monkeypatch.setattr(plain, "admit", spy_admit)
     monkeypatch.setattr(plain, "_drafter_idle", spy_idle)
     setup_, work, serving = _late_case(hw, n=19, seed=0)
-    simulate_core(setup_, models.pair(PAIR), work, serving)
+    simulate_core(setup_, pair, work, serving)
     for n, ctx, want_n, want_ctx, _ in calls:
         assert n == want_n > 0
         assert ctx == pytest.approx(want_ctx, rel=1e-12)
@@ -647,7 +602,7 @@ def test_the_drafter_idle_check_is_asked_about_the_running_requests_at_their_mea
 
 
 @pytest.mark.parametrize("p", [0.7, 1.0])
-def test_running_requests_draft_during_a_new_requests_prefill_where_their_drafter_is_idle(models, hw, monkeypatch, p):
+def test_running_requests_draft_during_a_new_requests_prefill_where_their_drafter_is_idle(pair, hw, monkeypatch, p):
     """With the draft on PIM alone (unit costs: no GPU or link part) and prompts prefilled on the GPU, a
     request admitted with its prefill drafts in a chain of its own once the prefill has ended, while the
     requests already running draft during the prefill (``_finish``'s late slots). After every prefill
@@ -658,9 +613,9 @@ def test_running_requests_draft_during_a_new_requests_prefill_where_their_drafte
     verification (the admitted requests' first entries, with or without the others'), also where every
     running request keeps its eager tokens and drafts nothing (every token accepted). Some prefill has a
     chain inside where drafts are rejected."""
-    monkeypatch.setattr(PassTables, "flat", _unit_costs(0.002, 0.1))
+    flat_costs(monkeypatch, 0, 0.002, 0.1, 0)
     setup_, work, serving = _late_case(hw, p=p)
-    _, _, (rep,) = logged(monkeypatch, setup_, models.pair(PAIR), work, serving)
+    _, _, (rep,) = logged(monkeypatch, setup_, pair, work, serving)
     kinds = np.array(loop.KINDS)[rep.job_kind]
     drafts = np.flatnonzero(kinds == "draft")
     verifies = rep.job_start[kinds == "verify"]
@@ -685,7 +640,7 @@ def test_running_requests_draft_during_a_new_requests_prefill_where_their_drafte
     assert inside_some > 0 or p == 1.0
 
 
-def test_saddle_p_with_a_fixed_length_drafts_d_tokens_for_every_request_each_round(models, hw, monkeypatch):
+def test_saddle_p_with_a_fixed_length_drafts_d_tokens_for_every_request_each_round(pair, hw, monkeypatch):
     """SADDLE-p under the fixed policy and an ample pool: each round both micro-batches draft d tokens for
     every request with tokens left (however few it has left), and one pass verifies them all (the loop logs
     a round of drafting, then the pass's round)."""
@@ -693,22 +648,20 @@ def test_saddle_p_with_a_fixed_length_drafts_d_tokens_for_every_request_each_rou
     setup_ = dataclasses.replace(pooled(hw, eager=False, mb=2, d=d, pool=64), policy="fixed")
     conf, acc = streams(2, 1, 8, 80)
     out = np.random.default_rng(2).integers(5, 40, (1, 8))
-    _, _, (rep,) = logged(
-        monkeypatch, setup_, models.pair(PAIR), Workload(np.full((1, 8), 64.0), out, acc, confidence=conf)
-    )
+    _, _, (rep,) = logged(monkeypatch, setup_, pair, Workload(np.full((1, 8), 64.0), out, acc, confidence=conf))
     drafting, passes = (rep.round_n[::2], rep.round_drafted[::2]), (rep.round_n[1::2], rep.round_drafted[1::2])
     assert rep.round_n.size > 10 and (drafting[0] == 0).all() and (passes[0] > 0).all() and (passes[1] == 0).all()
     np.testing.assert_array_equal(drafting[1], d * passes[0])
 
 
-def test_saddle_p_drafts_into_the_room_the_entries_in_flight_leave(models, hw, monkeypatch):
+def test_saddle_p_drafts_into_the_room_the_entries_in_flight_leave(pair, hw, monkeypatch):
     """SADDLE-p (d = 4, a pool of 5 tokens, the fixed policy) on an open loop whose second request arrives
     during the first one's first pass, every draft rejected (one token a pass): alone, request 0 drafts 4 of
     the 4 tokens of room beside its query token (an idle slot asks no query), twice; request 1, admitted
     beside request 0's waiting entry of 4 (with one token left to emit), finds no room and drafts nothing;
     the pass cuts request 0's entry to the 3 tokens left beside the two query tokens; then request 1 alone
     drafts 4 a pass. Hand-timed: draft rounds and each verification's requests and tokens."""
-    monkeypatch.setattr(PassTables, "flat", _unit_costs(0.002, 0.1))
+    flat_costs(monkeypatch, 0, 0.002, 0.1, 0)
     setup_ = dataclasses.replace(pooled(hw, eager=False, mb=1, d=4, pool=5), policy="fixed")
     conf = np.full((1, 2, 40), 0.5, np.float32)
     work = Workload(
@@ -718,7 +671,7 @@ def test_saddle_p_drafts_into_the_room_the_entries_in_flight_leave(models, hw, m
         confidence=conf,
         arrivals=np.array([[0.0, 0.05]]),
     )
-    _, _, (rep,) = logged(monkeypatch, setup_, models.pair(PAIR), work, Continuous(2, 1, False))
+    _, _, (rep,) = logged(monkeypatch, setup_, pair, work, Continuous(2, 1, False))
     drafting = rep.round_n == 0
     np.testing.assert_array_equal(rep.round_drafted[drafting], [4, 4, 4, 4])
     np.testing.assert_array_equal(rep.round_n[~drafting], [1, 2, 1, 1])
@@ -727,19 +680,19 @@ def test_saddle_p_drafts_into_the_room_the_entries_in_flight_leave(models, hw, m
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_a_pass_waits_for_the_eager_tokens_drafted_during_the_previous_one(models, hw, monkeypatch, seed):
+def test_a_pass_waits_for_the_eager_tokens_drafted_during_the_previous_one(pair, hw, monkeypatch, seed):
     """SADDLE-s under the ``complete`` trigger with draft steps (0.5 s on PIM) slower than a verification
     (0.1 s on the GPU), one request: its next entry includes the eager tokens drafted during its last
     pass, so no verification starts before the eager chain booked during the one before it has ended,
     whatever follows the chain (a fresh draft, kept tokens, or nothing to draft: lengths of 0)."""
-    monkeypatch.setattr(PassTables, "flat", _unit_costs(0.5, 0.1))
+    flat_costs(monkeypatch, 0, 0.5, 0.1, 0)
     rng = np.random.default_rng(seed)
     d = 3
     acc = rng.random((1, 1, 100)) < 0.6
     conf = np.ones((1, 1, 100), dtype=np.float32)
     lengths = np.where(rng.random((1, 1, 100)) < 0.4, 0, rng.integers(1, 2 * d + 2, (1, 1, 100)))
     work = Workload(np.full((1, 1), 64.0), np.full((1, 1), 60), acc, lengths, conf, conf)
-    _, _, (rep,) = logged(monkeypatch, pooled(hw, True, "complete", mb=1, d=d, pool=16), models.pair(PAIR), work)
+    _, _, (rep,) = logged(monkeypatch, pooled(hw, True, "complete", mb=1, d=d, pool=16), pair, work)
     kinds = np.array(loop.KINDS)[rep.job_kind]
     verify = np.flatnonzero(kinds == "verify")
     eager = np.flatnonzero(kinds == "eager")
@@ -749,13 +702,13 @@ def test_a_pass_waits_for_the_eager_tokens_drafted_during_the_previous_one(model
         assert (rep.job_end[during] <= rep.job_start[b]).all(), (a, b)
 
 
-def test_only_the_verified_entries_enter_the_cut_and_a_draft_is_capped_at_2d_plus_1(models, hw, monkeypatch):
+def test_only_the_verified_entries_enter_the_cut_and_a_draft_is_capped_at_2d_plus_1(pair, hw, monkeypatch):
     """SADDLE under the ``idle`` trigger with an overflowing pool (the uncompiled loop, its admission and
     fresh drafts spied on): the cut ranks only the entries of the requests the pass verifies (nothing of
     those still drafting), some passes verify only some requests and cut them, a request's draft from
     where it stands is its length there, capped at 2 d + 1 (lengths here reach 3 d + 2), and an entry
     offers a pass at most d tokens, also where its request kept more than d."""
-    monkeypatch.setattr(PassTables, "flat", _unit_costs(0.02, 0.1))
+    flat_costs(monkeypatch, 0, 0.02, 0.1, 0)
     plain = uncompiled(loop)
     use_loop(monkeypatch, plain)
     d, n, pool = 3, 6, 10
@@ -782,7 +735,7 @@ def test_only_the_verified_entries_enter_the_cut_and_a_draft_is_capped_at_2d_plu
     out = rng.integers(10, 40, (1, n))
     simulate_core(
         pooled(hw, True, "idle", mb=2, d=d, pool=pool),
-        models.pair(PAIR),
+        pair,
         Workload(np.full((1, n), 64.0), out, acc, lengths, conf, conf),
     )
     for want, sel, _ in cuts:
@@ -793,7 +746,7 @@ def test_only_the_verified_entries_enter_the_cut_and_a_draft_is_capped_at_2d_plu
     assert any(length > 2 * d + 1 for _, length in fulls)
 
 
-def test_a_drafts_later_confidences_default_to_its_first_ones_and_rank_the_pools_cut(models, hw):
+def test_a_drafts_later_confidences_default_to_its_first_ones_and_rank_the_pools_cut(pair, hw):
     """An overflowing pool (SADDLE, 6 requests of up to 2 d + 1 tokens, room for 10) ranks drafted tokens by
     their running products: without ``confidence_later`` a draft's later tokens take the first's stream,
     the same run as passing it; a later stream of its own ranks them otherwise."""
@@ -803,7 +756,7 @@ def test_a_drafts_later_confidences_default_to_its_first_ones_and_rank_the_pools
     later = rng.random((1, n, 120)).astype(np.float32)
     acc = rng.random((1, n, 120)) < 0.8
     out, lengths = rng.integers(10, 40, (1, n)), rng.integers(1, 2 * d + 2, (1, n, 120))
-    s, pair, prompt = pooled(hw, True, "idle", mb=1, d=d, pool=10), models.pair(PAIR), np.full((1, n), 64.0)
+    s, pair, prompt = pooled(hw, True, "idle", mb=1, d=d, pool=10), pair, np.full((1, n), 64.0)
     alone = simulate_core(s, pair, Workload(prompt, out, acc, lengths, conf))
     same = simulate_core(s, pair, Workload(prompt, out, acc, lengths, conf, conf))
     other = simulate_core(s, pair, Workload(prompt, out, acc, lengths, conf, later))
@@ -812,7 +765,7 @@ def test_a_drafts_later_confidences_default_to_its_first_ones_and_rank_the_pools
     assert other.time_s[0] != alone.time_s[0]
 
 
-def test_a_pooled_run_counts_its_verifications_and_those_with_attention_in_pim(models, hw):
+def test_a_pooled_run_counts_its_verifications_and_those_with_attention_in_pim(pair, hw):
     """The counters a pooled verification keeps (``ReplicaLog.counts``; the placement share of the result) are
     its logged verify passes, and of those the ones whose variant puts the target's attention in PIM: with the
     dynamic scheduler both variants occur, on SADDLE-p and SADDLE-s alike."""
@@ -823,7 +776,7 @@ def test_a_pooled_run_counts_its_verifications_and_those_with_attention_in_pim(m
     w = Workload(np.full(out.shape, 64.0), out, acc, lengths, conf, conf)
     for eager in (False, True):
         s = dataclasses.replace(pooled(hw, eager, "idle", mb=2, d=4, pool=120, system="saddle"), dynamic=True)
-        tables, (rep,) = core.replica_logs(s, models.pair(PAIR), w, workers=1)
+        tables, (rep,) = core.replica_logs(s, pair, w, workers=1)
         verify = rep.pass_table == loop.TABLES.index("verify")
         on_pim = tables.flat()[10][rep.pass_variant[verify]]
         assert rep.counts[3] == verify.sum() > 0, eager

@@ -13,8 +13,6 @@ from adsl.errors import ConfigError
 from adsl.fitting.distributions import fit_confidence
 from adsl.settings import Precision
 from adsl.sim.experiment import Point, ci95, point_inputs, ratio_ci95, run_point, simulate_point
-from adsl.sim.result import concat
-from adsl.sim.workload import Workload
 
 RNG = np.random.default_rng(1)
 MODEL = {
@@ -80,17 +78,6 @@ def test_a_met_target_is_met_in_the_row(ws, setting):
     assert row["throughput_ci95"] <= 0.05 * row["throughput_tok_s"]
 
 
-def test_concat_is_the_runs_side_by_side(ws, setting):
-    sim, models, taus = setting
-    a, b = (simulate_point(point_inputs(ws, sim, POINT, models, taus, block=k)) for k in (0, 1))
-    both = concat([a, b])
-    np.testing.assert_array_equal(both.time_s, np.concatenate([a.time_s, b.time_s]))
-    np.testing.assert_array_equal(both.busy_s["pim"], np.concatenate([a.busy_s["pim"], b.busy_s["pim"]]))
-    np.testing.assert_array_equal(both.window["end_s"], np.concatenate([a.window["end_s"], b.window["end_s"]]))
-    assert both.placement["micro_batches"] == a.placement["micro_batches"]
-    assert concat([a]) is a
-
-
 def test_max_replicas_below_replicas_is_a_config_error(root):
     from adsl.config import read_yaml
 
@@ -98,27 +85,6 @@ def test_max_replicas_below_replicas_is_a_config_error(root):
     cfg["simulation"]["precision"] = {"target": 0.01, "max_replicas": 3}
     with pytest.raises(ConfigError, match="simulation.precision.max_replicas"):
         load_config(cfg, "config.yaml")
-
-
-def test_concat_numbers_the_requests_of_each_run_on(ws):
-    """Open loop: the per-request table of two runs side by side numbers the second run's replicas after
-    the first's."""
-    from adsl.settings import Continuous
-    from adsl.sim.core import simulate_core
-    from adsl.sim.systems import Deployment, build
-
-    pair = ws.models.pair("OPT-66B")
-    setup = build("GPU-AD", Deployment.of(ws.hardware, pair, 2, 96, 8, ws.settings.simulation))
-    n = 6
-    prompt, out = np.full((2, n), 32.0), np.full((2, n), 8)
-    arrivals = np.cumsum(np.full((2, n), 0.05), axis=1)
-    runs = [
-        simulate_core(setup, pair, Workload(prompt, out, arrivals=arrivals), serving=Continuous(2, 1, True))
-        for _ in (0, 1)
-    ]
-    both = concat(runs)
-    np.testing.assert_array_equal(both.requests["replica"], np.repeat([0, 1, 2, 3], n))
-    np.testing.assert_array_equal(both.requests["finished"], np.concatenate([r.requests["finished"] for r in runs]))
 
 
 def test_ci95_is_students_t_half_width_from_two_replicas_on():

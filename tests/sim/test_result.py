@@ -14,10 +14,10 @@ import adsl.sim.core as core
 from adsl.settings import Continuous, MicroBatching
 from adsl.sim import loop, result
 from adsl.sim.core import simulate_core
-from adsl.sim.result import POOL_STATS, ReplicaLog, pass_groups, throughput, union_length, window
+from adsl.sim.result import POOL_STATS, ReplicaLog, pass_groups, throughput, window
 from adsl.sim.setup import SimError
 from adsl.sim.workload import Workload
-from tests.sim.builders import inputs, pooled, setup
+from tests.sim.builders import inputs, logged, pooled, setup, union
 
 # a run and its accounting warn of nothing: a job of no time (free drafting) or a placement counter of no
 # passes (AD has no draft) is a value, not a 0 / 0 for numpy to warn about
@@ -44,27 +44,10 @@ def _inputs(seed, x, n):
 
 def _run(monkeypatch, setup_, pair, seed, n, serving=None, x=1, timelines=True, out=None, **kw):
     """Run the core and keep what it booked: (result, pass tables, replica logs)."""
-    seen = {}
-    inner = core.run_result
-
-    def spy(setup__, tables, reps, serving_, timelines_):
-        seen.update(tables=tables, reps=reps)
-        return inner(setup__, tables, reps, serving_, timelines_)
-
     prompt, out_, acc, lengths, conf = _inputs(seed, x, n)
-    out = out_ if out is None else out
     sd = setup_.decoding == "sd"
-    with monkeypatch.context() as m:
-        m.setattr(core, "run_result", spy)
-        res = simulate_core(
-            setup_,
-            pair,
-            Workload(prompt, out, acc if sd else None, lengths if sd else None, conf, conf),
-            serving,
-            timelines=timelines,
-            **kw,
-        )
-    return res, seen["tables"], seen["reps"]
+    work = Workload(prompt, out_ if out is None else out, acc if sd else None, lengths if sd else None, conf, conf)
+    return logged(monkeypatch, setup_, pair, work, serving, timelines=timelines, **kw)
 
 
 def _pass_cost(tables, table, variant, n, ctx, q0, f):
@@ -119,7 +102,7 @@ def _by_hand(tables, rep, jobs, lo, hi):
     return energy, busy, cls
 
 
-def _brute_union(intervals, lo, hi):
+def _bruteunion(intervals, lo, hi):
     """Union length by sweeping the elementary pieces between all endpoints."""
     cuts = sorted({lo, hi} | {min(max(t, lo), hi) for iv in intervals for t in iv})
     return sum(b - a for a, b in zip(cuts, cuts[1:], strict=False) if any(s <= a and b <= e for s, e in intervals))
@@ -135,13 +118,13 @@ RUNS = [
 
 @pytest.mark.parametrize("name,make,serving", RUNS)
 def test_energy_device_and_class_times_are_the_windowed_sum_of_the_pass_costs(
-    models, hw, monkeypatch, name, make, serving
+    pair, hw, monkeypatch, name, make, serving
 ):
     """Energy, busy time per device and time per operator class are the passes' table costs, each pass
     counted by the share of its job inside the measured window (a fractional verification blended
     between its integer-q tables); every device key is there, also on a system without PIM."""
     setup_ = make(hw)
-    res, tables, reps = _run(monkeypatch, setup_, models.pair(PAIR), 21, 6 if serving is None else 16, serving)
+    res, tables, reps = _run(monkeypatch, setup_, pair, 21, 6 if serving is None else 16, serving)
     assert set(res.busy_s) == {"gpu", "pim", "link"}, name
     fractional = partial = False
     for r, rep in enumerate(reps):
@@ -165,11 +148,11 @@ def test_energy_device_and_class_times_are_the_windowed_sum_of_the_pass_costs(
 
 
 @pytest.mark.parametrize("name,make,serving", RUNS)
-def test_each_group_of_passes_adds_up_as_one_float64_sum_to_the_bit(models, hw, monkeypatch, name, make, serving):
+def test_each_group_of_passes_adds_up_as_one_float64_sum_to_the_bit(pair, hw, monkeypatch, name, make, serving):
     """A group's passes (one table, variant and q) cost as numpy sums one float64 array of their look-ups
     times their weights (pairwise, ``CostTable.sums``), to the bit: not one by one, as an object array adds."""
     setup_ = make(hw)
-    res, tables, reps = _run(monkeypatch, setup_, models.pair(PAIR), 21, 6 if serving is None else 16, serving)
+    res, tables, reps = _run(monkeypatch, setup_, pair, 21, 6 if serving is None else 16, serving)
     lookup = {"draft": tables.draft, "prefill": tables.prefill}
     largest = 0
     for r, rep in enumerate(reps):
@@ -194,12 +177,10 @@ def test_each_group_of_passes_adds_up_as_one_float64_sum_to_the_bit(models, hw, 
 
 
 @pytest.mark.parametrize("name,make,serving", RUNS)
-def test_pass_groups_give_every_pass_once_with_its_jobs_share_of_the_window(
-    models, hw, monkeypatch, name, make, serving
-):
+def test_pass_groups_give_every_pass_once_with_its_jobs_share_of_the_window(pair, hw, monkeypatch, name, make, serving):
     """``pass_groups`` of a ReplicaLog: every pass over some requests whose job reaches into the window,
     once, under its (table, variant, q0), groups in the order they first appear, rows in booking order."""
-    res, _, (rep,) = _run(monkeypatch, make(hw), models.pair(PAIR), 21, 6 if serving is None else 16, serving)
+    res, _, (rep,) = _run(monkeypatch, make(hw), pair, 21, 6 if serving is None else 16, serving)
     lo, hi = res.window["start_s"][0], res.window["end_s"][0]
     jobs = res.timelines[0]["jobs"]
     want = {}
@@ -218,10 +199,9 @@ def test_pass_groups_give_every_pass_once_with_its_jobs_share_of_the_window(
         np.testing.assert_allclose(share, wshare, rtol=1e-15, err_msg=str((name, key)))
 
 
-def test_static_power_adds_power_times_the_measured_time(models, hw, monkeypatch):
+def test_static_power_adds_power_times_the_measured_time(pair, hw, monkeypatch):
     """With static power on, the energy is the passes' energy plus the system's static power times the
     measured time, for a static batch and a steady-state window alike."""
-    pair = models.pair(PAIR)
     for serving in (None, Continuous(4, 3, True)):
         n = 6 if serving is None else 16
         base = _split(setup(hw, decoding="ad"))
@@ -233,14 +213,14 @@ def test_static_power_adds_power_times_the_measured_time(models, hw, monkeypatch
 
 
 @pytest.mark.parametrize("name,make,serving", RUNS)
-def test_pass_counters_and_stage_times_follow_the_booked_jobs(models, hw, monkeypatch, name, make, serving):
+def test_pass_counters_and_stage_times_follow_the_booked_jobs(pair, hw, monkeypatch, name, make, serving):
     """Iterations count the verification (decode) passes ending inside the window, request rounds the
     requests they verify, drafted the draft tokens; completed counts the requests finishing inside it;
     total time is the last job's end; each stage's time is the union of its jobs in the window and the
     overlap is what the stages share."""
     setup_ = make(hw)
     n = 6 if serving is None else 16
-    res, _, reps = _run(monkeypatch, setup_, models.pair(PAIR), 22, n, serving)
+    res, _, reps = _run(monkeypatch, setup_, pair, 22, n, serving)
     stages = {"draft": ("draft", "eager"), "verify": ("verify", "decode"), "prefill": ("prefill",)}
     for r, rep in enumerate(reps):
         lo, hi = res.window["start_s"][r], res.window["end_s"][r]
@@ -261,9 +241,9 @@ def test_pass_counters_and_stage_times_follow_the_booked_jobs(models, hw, monkey
         spans = {k: [(s, e) for kind, s, e in jobs if kind in kinds] for k, kinds in stages.items()}
         total = 0.0
         for k, iv in spans.items():
-            assert res.stage_s[k][r] == pytest.approx(_brute_union(iv, lo, hi), rel=1e-9, abs=1e-15), (name, k)
+            assert res.stage_s[k][r] == pytest.approx(_bruteunion(iv, lo, hi), rel=1e-9, abs=1e-15), (name, k)
             total += res.stage_s[k][r]
-        every = _brute_union([iv for v in spans.values() for iv in v], lo, hi)
+        every = _bruteunion([iv for v in spans.values() for iv in v], lo, hi)
         assert res.stage_s["overlap"][r] == pytest.approx(total - every, rel=1e-9, abs=1e-12), name
         if serving is not None:
             assert res.stage_s["prefill"][r] > 0 and res.stage_s["verify"][r] > 0
@@ -272,11 +252,11 @@ def test_pass_counters_and_stage_times_follow_the_booked_jobs(models, hw, monkey
 
 
 @pytest.mark.parametrize("name,make,serving", RUNS)
-def test_every_field_is_a_float_array_per_replica(models, hw, monkeypatch, name, make, serving):
+def test_every_field_is_a_float_array_per_replica(pair, hw, monkeypatch, name, make, serving):
     """Counts and times alike are float arrays of one value a replica; the window, stage and pool
     dicts carry their fixed keys; a closed loop reports no requests."""
     x = 2
-    res = _run(monkeypatch, make(hw), models.pair(PAIR), 23, 6 if serving is None else 16, serving, x=x)[0]
+    res = _run(monkeypatch, make(hw), pair, 23, 6 if serving is None else 16, serving, x=x)[0]
     for f in RESULT_ARRAYS:
         assert getattr(res, f).dtype == float and getattr(res, f).shape == (x,), (name, f)
     for f, keys in (("window", WINDOW_KEYS), ("stage_s", {"draft", "verify", "prefill", "overlap"})):
@@ -291,13 +271,13 @@ def test_every_field_is_a_float_array_per_replica(models, hw, monkeypatch, name,
 
 @pytest.mark.parametrize("name,make,serving", RUNS)
 def test_replicas_accounted_for_in_their_threads_give_the_result_of_an_accounting_after_them(
-    models, hw, monkeypatch, name, make, serving
+    pair, hw, monkeypatch, name, make, serving
 ):
     """``simulate_core`` accounts for each replica in the thread that ran it (its log carries its ``Account``):
     the result is the one ``run_result`` gives from the bare logs, every value to the bit and every dict's keys
     in the same order (a device or class first used by a later replica comes after the earlier ones')."""
     s = make(hw)
-    _, tables, reps = _run(monkeypatch, s, models.pair(PAIR), 31, 6 if serving is None else 16, serving, x=3)
+    _, tables, reps = _run(monkeypatch, s, pair, 31, 6 if serving is None else 16, serving, x=3)
     assert all(isinstance(rep.account, result.Account) for rep in reps)
     bare = [dataclasses.replace(rep, account=None) for rep in reps]
     got, want = (result.run_result(s, tables, logs, serving, False) for logs in (reps, bare))
@@ -310,20 +290,20 @@ def test_replicas_accounted_for_in_their_threads_give_the_result_of_an_accountin
 
 
 @pytest.mark.parametrize("name,make,serving", RUNS)
-def test_the_search_s_throughput_is_the_result_s_to_the_bit(models, hw, monkeypatch, name, make, serving):
+def test_the_search_s_throughput_is_the_result_s_to_the_bit(pair, hw, monkeypatch, name, make, serving):
     """What the search compares candidates by (``throughput``, without the rest of the accounting) is the
     full result's throughput, replica by replica."""
-    res, _, reps = _run(monkeypatch, make(hw), models.pair(PAIR), 31, 6 if serving is None else 16, serving, x=3)
+    res, _, reps = _run(monkeypatch, make(hw), pair, 31, 6 if serving is None else 16, serving, x=3)
     got = throughput(reps, serving)
     assert got.tobytes() == res.throughput_tok_s.tobytes(), name
     assert np.unique(got).size == 3  # replicas differ: the test tells them apart
 
 
-def test_timelines_only_when_asked(models, hw, monkeypatch):
-    res = _run(monkeypatch, _saddle_s(hw), models.pair(PAIR), 3, 6, timelines=False)[0]
+def test_timelines_only_when_asked(pair, hw, monkeypatch):
+    res = _run(monkeypatch, _saddle_s(hw), pair, 3, 6, timelines=False)[0]
     assert res.timelines is None
     # a result made again from logs already run (the search's): no timeline unless asked either
-    _, tables, reps = _run(monkeypatch, _saddle_s(hw), models.pair(PAIR), 3, 6)
+    _, tables, reps = _run(monkeypatch, _saddle_s(hw), pair, 3, 6)
     assert core.result_of(_saddle_s(hw), tables, reps).timelines is None
     assert len(core.result_of(_saddle_s(hw), tables, reps, timelines=True).timelines) == len(reps)
 
@@ -332,14 +312,12 @@ def test_timelines_only_when_asked(models, hw, monkeypatch):
     "slots,warmup,mb",
     [(4, 0, 2), (4, 1, 2), (4, 5, 2), (1, 2, 1), (3, 1, 1)],
 )
-def test_steady_state_window_runs_from_the_warmup_th_to_the_queue_running_dry(
-    models, hw, monkeypatch, slots, warmup, mb
-):
+def test_steady_state_window_runs_from_the_warmup_th_to_the_queue_running_dry(pair, hw, monkeypatch, slots, warmup, mb):
     """Continuous batching: the window opens at the warmup-th completion (at 0 without warm-up) and
     closes at the N - slots + 1-th completion, when a slot first finds the queue empty, recomputed
     from the requests' finish times."""
     n = 4 * slots
-    res, _, reps = _run(monkeypatch, _saddle_s(hw, mb=mb), models.pair(PAIR), 7, n, Continuous(slots, warmup, True))
+    res, _, reps = _run(monkeypatch, _saddle_s(hw, mb=mb), pair, 7, n, Continuous(slots, warmup, True))
     for r, rep in enumerate(reps):
         done = np.sort(rep.t_done)
         assert np.isfinite(done).all()
@@ -349,13 +327,13 @@ def test_steady_state_window_runs_from_the_warmup_th_to_the_queue_running_dry(
         assert res.time_s[r] == done[n - slots] - start
 
 
-def test_one_pass_run_measures_from_zero_to_its_end(models, hw, monkeypatch):
+def test_one_pass_run_measures_from_zero_to_its_end(pair, hw, monkeypatch):
     """Every slot's one request done in one verification: a single completion event, still a valid
     window from 0 to that pass's end."""
     res, _, reps = _run(
         monkeypatch,
         _saddle_s(hw, mb=1),
-        models.pair(PAIR),
+        pair,
         8,
         4,
         Continuous(4, 0, False),
@@ -367,10 +345,9 @@ def test_one_pass_run_measures_from_zero_to_its_end(models, hw, monkeypatch):
     assert res.window["completed"][0] == 4
 
 
-def test_windows_that_cannot_be_measured_say_why(models, hw):
+def test_windows_that_cannot_be_measured_say_why(pair, hw):
     """A warm-up longer than the run, or one that ends with the window's closing completion, raises a
     SimError that names the problem."""
-    pair = models.pair(PAIR)
     prompt, out, acc, lengths, conf = _inputs(9, 1, 4)
     setup_ = _saddle_s(hw, mb=1)
     early = "continuous batching: the run ended before its warm-up; raise requests_per_slot"
@@ -383,10 +360,9 @@ def test_windows_that_cannot_be_measured_say_why(models, hw):
 
 
 @pytest.mark.parametrize("warmup", [0, 2, 4, 5, 9])
-def test_open_loop_window_runs_from_the_warmup_th_arrival_to_the_last(models, hw, warmup):
+def test_open_loop_window_runs_from_the_warmup_th_arrival_to_the_last(pair, hw, warmup):
     """Open loop: the window opens at the warmup-th arrival (the last one where the warm-up covers every
     request) and closes at the last arrival."""
-    pair = models.pair(PAIR)
     prompt, out, acc, lengths, conf = _inputs(10, 1, 5)
     arrivals = np.array([[0.0, 0.3, 0.7, 1.1, 1.6]])
     res = simulate_core(
@@ -399,11 +375,10 @@ def test_open_loop_window_runs_from_the_warmup_th_arrival_to_the_last(models, hw
     assert res.window["end_s"][0] == 1.6
 
 
-def test_the_open_loop_reports_every_request_and_the_closed_loop_none(models, hw):
+def test_the_open_loop_reports_every_request_and_the_closed_loop_none(pair, hw):
     """One micro-batch without a pool, open loop: every request's arrival, admission, first token and
     finish as float arrays (integer arrival times included), admitted once arrived; the closed loop
     reports none and keeps no timelines unless asked."""
-    pair = models.pair(PAIR)
     n = 6
     _, _, acc, _, _ = inputs(4, 1, n, 80)
     prompt, out = np.full((1, n), 64.0), np.full((1, n), 10)
@@ -509,12 +484,6 @@ def test_window_of_a_hand_made_log():
 # -- union_length ------------------------------------------------------------------------------------------
 
 
-def _union(intervals, lo, hi):
-    """``union_length`` over a list of (start, end) pairs."""
-    iv = np.array(intervals, dtype=float).reshape(-1, 2)
-    return union_length(iv[:, 0].copy(), iv[:, 1].copy(), float(lo), float(hi))
-
-
 _grid = st.integers(0, 40).map(lambda k: k / 4)
 
 
@@ -523,22 +492,22 @@ _grid = st.integers(0, 40).map(lambda k: k / 4)
 def test_union_is_the_covered_length_on_a_grid(intervals, lo, hi):
     """Endpoints on a quarter grid: the union clipped to [lo, hi] is the number of covered grid cells."""
     cells = sum(1 for k in range(40) if lo <= k / 4 < hi and any(s <= k / 4 and (k + 1) / 4 <= e for s, e in intervals))
-    assert _union(intervals, lo, hi) == cells / 4
+    assert union(intervals, lo, hi) == cells / 4
 
 
 def test_union_of_back_to_back_intervals_is_one_stretch():
     """Jobs that follow each other without a gap form one busy stretch: its length end - start exactly,
     not a sum of pieces carrying their rounding."""
-    assert _union([(0.2, 1.1), (0.1, 0.2)], 0.0, 2.0) == 1.1 - 0.1  # (0.2 - 0.1) + (1.1 - 0.2) is not
-    assert _union([(0.2, 0.9), (0.1, 0.2), (0.3, 0.4)], 0.0, 1.0) == 0.9 - 0.1
+    assert union([(0.2, 1.1), (0.1, 0.2)], 0.0, 2.0) == 1.1 - 0.1  # (0.2 - 0.1) + (1.1 - 0.2) is not
+    assert union([(0.2, 0.9), (0.1, 0.2), (0.3, 0.4)], 0.0, 1.0) == 0.9 - 0.1
 
 
-def test_concat_joins_runs_in_order_and_weights_their_shares_by_replicas(models, hw):
+def test_concat_joins_runs_in_order_and_weights_their_shares_by_replicas(pair, hw):
     """``concat``: open-loop runs of 1, 2 and 1 replicas as one run of 4: every array in order, request
     records with each run's replicas numbered after the runs before it, every replica's timeline, and a
     share such as the placement weighted by each run's replicas. A run without requests records (closed
     loop) stays without them."""
-    pair, base = models.pair(PAIR), setup(hw, decoding="ad")
+    base = setup(hw, decoding="ad")
     runs = []
     for seed, x in enumerate((1, 2, 1)):
         rng = np.random.default_rng(seed)
@@ -553,5 +522,8 @@ def test_concat_joins_runs_in_order_and_weights_their_shares_by_replicas(models,
     np.testing.assert_array_equal(one.requests["finished"], np.concatenate([r.requests["finished"] for r in runs]))
     assert len(one.timelines) == 4 and one.timelines[3] == runs[2].timelines[0]
     assert one.placement == {"share": 0.5}  # (0 x 1 + 1 x 2 + 0 x 1) / 4 replicas
+    for f, k in (("busy_s", "pim"), ("window", "end_s")):
+        np.testing.assert_array_equal(getattr(one, f)[k], np.concatenate([getattr(r, f)[k] for r in runs]))
+    assert result.concat(runs[:1]) is runs[0]
     closed = [simulate_core(base, pair, Workload(np.full((1, 2), 64.0), np.full((1, 2), 4))) for _ in range(2)]
     assert result.concat(closed).requests is None

@@ -44,9 +44,9 @@ def test_draft_micro_batching_splits_as_the_draft_split_says(hw):
     assert dataclasses.replace(s, draft_split="always").draft_micro_batching == MicroBatching(3, split="always")
 
 
-def test_unknown_system_is_a_key_error(models, hw):
+def test_unknown_system_is_a_key_error(pair, hw):
     with pytest.raises(KeyError, match="unknown system"):
-        build("TPU-SD", Deployment(hw, models.pair(PAIR), 8, 1024, 8, {}))
+        build("TPU-SD", Deployment(hw, pair, 8, 1024, 8, {}))
 
 
 def test_requests_are_float_prompts_and_int_outputs_of_one_two_dimensional_shape():
@@ -68,11 +68,10 @@ def test_requests_are_float_prompts_and_int_outputs_of_one_two_dimensional_shape
     _raises("every request needs an output length >= 1", requests, prompt_len=p4, output_len=[[3, 0, 2, 1]])
 
 
-def test_memory_need_is_weights_and_full_kv_caches(models, hw):
+def test_memory_need_is_weights_and_full_kv_caches(pair, hw):
     """By hand: the target's weights and KV caches, plus for SD a weight copy per draft copy and the
     draft's caches; a batch that needs exactly the memory fits, one more request does not; the error
     gives need and capacity in GB rounded to the nearest (checked at half-GB boundaries)."""
-    pair = models.pair(PAIR)
     tgt, dft = pair.target, pair.draft
     s = hw.system("dgx-a100")
     ad = Setup("ad", s, "ad", 0, GPU, GPU)
@@ -108,14 +107,14 @@ def test_memory_need_is_weights_and_full_kv_caches(models, hw):
         check_memory(small, pair, batch, 1)
 
 
-def test_check_memory_names_need_and_capacity(models, hw):
+def test_check_memory_names_need_and_capacity(pair, hw):
     """OPT-66B with 512 requests of 1024 tokens does not fit the 4-GPU system: the message gives both."""
     s = dataclasses.replace(setup(hw, "motivation-4gpu"), name="test")
-    need, have = memory_need(s, models.pair(PAIR), 512, 1024)
+    need, have = memory_need(s, pair, 512, 1024)
     assert need > have
     words = f"test on motivation-4gpu: batch 512 x 1024 tokens needs {need / 1e9:.0f} GB for weights + KV, "
     with pytest.raises(SimError, match=f"^{re.escape(words)}the system has {have / 1e9:.0f} GB$"):
-        check_memory(s, models.pair(PAIR), 512, 1024)
+        check_memory(s, pair, 512, 1024)
 
 
 def test_batching_settings_are_checked():
@@ -135,9 +134,8 @@ def test_batching_settings_are_checked():
     assert Batching("continuous", warmup=0.5, prefill=False).serving(3) == Continuous(3, 2, False)
 
 
-def test_static_mapping_search_is_the_fastest_candidate(models, hw):
+def test_static_mapping_search_is_the_fastest_candidate(pair, hw):
     s = hw.system("motivation-4gpu")
-    pair = models.pair(PAIR)
     draft, target, rows = search_static_mapping(pair, s, 64, 8, 1024, MicroBatching(5))
     assert len(rows) == len(candidate_mappings(s)) == 16
     best = min(rows, key=lambda r: r["iteration_s"])

@@ -61,11 +61,11 @@ def _same(got: PassTable, want: PassTable):
     np.testing.assert_array_equal(got.table.time_s, want.table.time_s)
 
 
-def test_pass_tables_hold_a_verification_table_per_tokens_a_request_and_the_prefill_of_both_models(models, hw):
+def test_pass_tables_hold_a_verification_table_per_tokens_a_request_and_the_prefill_of_both_models(pair, hw):
     """SD: the draft at one token a request (its copies), the target at q = 1 .. d + 1 tokens a request, and
     the prefill of the target and of the draft at the mean prompt on the GPUs, for 0 .. slots requests
     over the context grid; no decode table. ``flat`` stacks them as the loop reads them."""
-    pair, d, slots, ctx_max = models.pair(PAIR), 3, 5, 300.0
+    d, slots, ctx_max = 3, 5, 300.0
     s = setup(hw, d=d, draft_copies=2)
     tables = PassTables(s, pair, slots, ctx_max, 63.6)
     sys_ = s.system
@@ -94,12 +94,12 @@ def _shares(got: list, want: list) -> bool:
     return len(got) == len(want) and all(g is w for g, w in zip(got, want, strict=True))
 
 
-def test_pass_tables_take_each_table_an_earlier_set_already_costs(models, hw):
+def test_pass_tables_take_each_table_an_earlier_set_already_costs(pair, hw):
     """``reuse``: the search's candidates and a configuration's systems share every table whose passes are
     the same, and each table is the one built alone; a candidate with other micro-batches has the same
     passes on both sides, one with another draft placement (copies, mapping) only the same target passes,
     and the systems on one hardware the same prefill."""
-    pair, d, slots, ctx_max, prompt = models.pair(PAIR), 3, 5, 300.0, 63.6
+    d, slots, ctx_max, prompt = 3, 5, 300.0, 63.6
     first = PassTables(setup(hw, d=d, mb=1), pair, slots, ctx_max, prompt)
     split = PassTables(setup(hw, d=d, mb=2), pair, slots, ctx_max, prompt, (first,))
     assert _shares(split.draft, first.draft) and _shares(split.verify, first.verify)
@@ -139,11 +139,11 @@ def test_pass_tables_take_each_table_an_earlier_set_already_costs(models, hw):
     assert other_hw.prefill[0] is not first.prefill[0] and other_hw.draft[0] is not first.draft[0]
 
 
-def test_a_set_for_fewer_requests_takes_the_first_rows_of_an_earlier_sets_tables(models, hw):
+def test_a_set_for_fewer_requests_takes_the_first_rows_of_an_earlier_sets_tables(pair, hw):
     """A candidate with more micro-batches serves fewer requests a pass: it takes the first rows of the tables of
     one with fewer (the set with the fewest rows that are enough), each equal to the one built alone, and a set
     for more requests than any earlier one builds its own."""
-    pair, d, ctx_max, prompt = models.pair(PAIR), 3, 300.0, 63.6
+    d, ctx_max, prompt = 3, 300.0, 63.6
     whole = PassTables(setup(hw, d=d, dynamic=True), pair, 6, ctx_max, prompt)
     half = PassTables(setup(hw, d=d, dynamic=True, mb=2), pair, 3, ctx_max, prompt, (whole,))
     alone = PassTables(setup(hw, d=d, dynamic=True, mb=2), pair, 3, ctx_max, prompt)
@@ -162,11 +162,10 @@ def test_a_set_for_fewer_requests_takes_the_first_rows_of_an_earlier_sets_tables
     assert more.draft[0].gpu.shape[0] == 8 and more.verify[0][0] is not whole.verify[0][0]
 
 
-def test_a_run_costs_passes_up_to_its_largest_micro_batch_or_every_slot_on_a_shared_pool(models, hw):
+def test_a_run_costs_passes_up_to_its_largest_micro_batch_or_every_slot_on_a_shared_pool(pair, hw):
     """Each pass of the micro-batch loop serves one micro-batch (its prefills too), so its tables stop at the
     largest; a Shared Pool verifies and prefills across micro-batches. Tables for fewer requests than a run's
     passes serve are refused: the compiled loop reads them unchecked."""
-    pair = models.pair(PAIR)
     prompt, out = np.full((1, 10), 20.0), np.full((1, 10), 30)
     acc = np.ones((1, 10, 60), bool)
     conf = np.full((1, 10, 60), 0.9, np.float32)
@@ -180,8 +179,7 @@ def test_a_run_costs_passes_up_to_its_largest_micro_batch_or_every_slot_on_a_sha
         simulate_core(setup(hw, d=2, mb=1), pair, work, tables=small)
 
 
-def test_pass_tables_of_ad_hold_the_decode_pass_and_the_targets_prefill(models, hw):
-    pair = models.pair(PAIR)
+def test_pass_tables_of_ad_hold_the_decode_pass_and_the_targets_prefill(pair, hw):
     s = setup(hw, decoding="ad", target_mapping=GPU)
     tables = PassTables(s, pair, 4, 100.0, 0.2)  # a prompt below one token prefills one
     assert tables.draft == [] and tables.verify == [] and len(tables.prefill) == 1
@@ -196,13 +194,13 @@ def test_pass_tables_of_ad_hold_the_decode_pass_and_the_targets_prefill(models, 
 @pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.parametrize("system,draft_variants", [("saddle-tp", 2), ("attacc-pim", 1)])
 def test_the_dynamic_scheduler_adds_the_other_placement_of_draft_fc_and_target_attention(
-    models, hw, system, draft_variants, workers
+    pair, hw, system, draft_variants, workers
 ):
     """With the dynamic scheduler the target's attention may go to either device (variant 1 flips it);
     the draft's FC too, where the weights live in PIM (not on AttAcc, whose weights stay in the GPUs'
     memory); ``flat`` flags the variants on PIM. Built on one thread or on two, each table is the one built
     alone."""
-    pair, d = models.pair(PAIR), 2
+    d = 2
     s = setup(hw, system, d=d, dynamic=True, target_mapping=PIM, draft_mapping=GPU)
     tables = PassTables(s, pair, 3, 100.0, 64.0, workers=workers)
     assert tables.target_maps == [PIM, GPU] and len(tables.verify) == 2
@@ -218,12 +216,12 @@ def test_the_dynamic_scheduler_adds_the_other_placement_of_draft_fc_and_target_a
 
 
 @pytest.mark.parametrize("ctx_min,first", [(40.0, 2), (32.0, 2), (31.9, 1), (0.0, 0), (900.0, 32)])
-def test_tables_cost_the_context_grid_from_the_point_at_or_below_the_shortest_prompt(models, hw, ctx_min, first):
+def test_tables_cost_the_context_grid_from_the_point_at_or_below_the_shortest_prompt(pair, hw, ctx_min, first):
     """No pass reads a context below the shortest prompt, so the grid points below the one at or below it are not
     costed (NaN: a read would show in every sum); the rest are the cells of the whole grid's table, to the bit (the
     last two points always: a context past the grid reads them). The tables a run builds (verification, draft,
     decode) start at its shortest prompt."""
-    pair, s = models.pair(PAIR), hw.system("saddle-tp")
+    s = hw.system("saddle-tp")
     whole = PassTable.build_each(pair.target, s, range(1, 4), PIM, 5, 500.0)
     for got, want in zip(
         PassTable.build_each(pair.target, s, range(1, 4), PIM, 5, 500.0, 1, ctx_min), whole, strict=True
@@ -241,8 +239,7 @@ def test_tables_cost_the_context_grid_from_the_point_at_or_below_the_shortest_pr
     assert not np.isnan(tables.prefill[0].gpu).any()  # a prefill reads context 0
 
 
-def test_a_pass_table_reads_gpu_plus_link_and_pim_seconds_linear_in_context(models, hw):
-    pair = models.pair(PAIR)
+def test_a_pass_table_reads_gpu_plus_link_and_pim_seconds_linear_in_context(pair, hw):
     t = PassTable.build(pair.target, hw.system("saddle-tp"), 3, PIM, 6, 500.0)
     for n, ctx in ((1, 0.0), (4, 37.5), (6, 200.0), (2, 500.0)):
         c = t.table.lookup(n, ctx)
@@ -252,11 +249,10 @@ def test_a_pass_table_reads_gpu_plus_link_and_pim_seconds_linear_in_context(mode
     assert t.at(0, 100.0) == (0.0, 0.0)
 
 
-def test_a_cost_tables_weighted_sums_are_its_lookups_summed_to_the_bit(models, hw):
+def test_a_cost_tables_weighted_sums_are_its_lookups_summed_to_the_bit(pair, hw):
     """``CostTable.sums`` (one gather over the stacked tables: what the accounting reads) gives, for every
     quantity, exactly ``float((lookup(n, ctx).<quantity> * w1 * w2).sum())``, off the grid and on it,
     with the tables' keys in their order."""
-    pair = models.pair(PAIR)
     rng = np.random.default_rng(3)
     for system, mapping in (("saddle-tp", PIM), ("dgx-a100", GPU), ("saddle", PIM)):
         t = PassTable.build(pair.target, hw.system(system), 3, mapping, 40, 900.0).table
@@ -273,11 +269,10 @@ def test_a_cost_tables_weighted_sums_are_its_lookups_summed_to_the_bit(models, h
                     assert got[k] == float((v * w1 * w2).sum()), k
 
 
-def test_the_dynamic_scheduler_runs_every_pass_on_its_faster_variant(models, hw, monkeypatch):
+def test_the_dynamic_scheduler_runs_every_pass_on_its_faster_variant(pair, hw, monkeypatch):
     """Per pass, draft FC and target attention go to whichever device finishes the pass sooner (the pass
     tables at its requests, context and tokens a request); starting from either placement of the target's
     attention, both devices win some passes, and the reported shares count them."""
-    pair = models.pair(PAIR)
     n, d = 32, 4
     _, acc = streams(8, 1, n, 200, p=0.8)
     out = np.random.default_rng(8).integers(20, 120, (1, n))
@@ -311,10 +306,9 @@ def test_the_dynamic_scheduler_runs_every_pass_on_its_faster_variant(models, hw,
 
 
 @pytest.mark.parametrize("m", [1, 2, 3])
-def test_simulate_core_cuts_the_slots_into_the_setups_micro_batches(models, hw, m):
+def test_simulate_core_cuts_the_slots_into_the_setups_micro_batches(pair, hw, m):
     """The count is the setup's (the search, adsl.sim.search, sets it): m near-equal micro-batches whatever
     the contexts, and one micro-batch runs exactly as a setup that cannot split."""
-    pair = models.pair(PAIR)
     batch, o, d = 64, 24, 4
     s = setup(hw, d=d, mb=m, draft_mapping=GPU)
     _, acc = streams(6, 1, batch, o + d + 1, p=0.7)
@@ -336,12 +330,11 @@ def test_simulate_core_cuts_the_slots_into_the_setups_micro_batches(models, hw, 
 
 @pytest.mark.parametrize("copies", [1, 2])
 @pytest.mark.parametrize("p", [1.0, 64.0])
-def test_prefill_passes_cost_the_prefill_tables_at_the_requests_they_admit(models, hw, monkeypatch, copies, p):
+def test_prefill_passes_cost_the_prefill_tables_at_the_requests_they_admit(pair, hw, monkeypatch, copies, p):
     """Continuous batching with prefill, one micro-batch: the first wave runs without prefill; each later
     admission prefills its requests through the target, then the draft (every copy), at the mean prompt
     (a one-token prompt included), back to back, each job as long as its table says; every pass runs
     one after another, so the whole run is the sum of its jobs."""
-    pair = models.pair(PAIR)
     n = 9
     _, acc = streams(1, 2, n, 120, p=0.7)
     out = np.random.default_rng(1).integers(5, 40, (2, n))
@@ -370,10 +363,9 @@ def test_prefill_passes_cost_the_prefill_tables_at_the_requests_they_admit(model
 # -- input checks ------------------------------------------------------------------------------------------
 
 
-def test_simulate_core_rejects_missing_or_short_acceptance_streams_naming_the_lengths(models, hw):
+def test_simulate_core_rejects_missing_or_short_acceptance_streams_naming_the_lengths(pair, hw):
     """A request drafts from positions below its output and reads at most d positions on: streams need
     out.max() + d + 1 positions, and so do the draft lengths and confidences."""
-    pair = models.pair(PAIR)
     d = 3
     s = setup(hw, d=d)
     prompt, out = np.full((2, 3), 64.0), np.array([[5, 9, 7], [4, 4, 4]])
@@ -381,23 +373,18 @@ def test_simulate_core_rejects_missing_or_short_acceptance_streams_naming_the_le
     with pytest.raises(SimError, match=r"^SD needs acceptance streams of shape \(2, 3, T\)$"):
         simulate_core(s, pair, Workload(prompt, out, None))
     conf, acc = streams(0, 2, 3, need)
-    with pytest.raises(SimError, match=r"shape \(2, 3, T\)"):
-        simulate_core(s, pair, Workload(prompt, out, acc[:, :2]))
-    with pytest.raises(SimError, match=rf"^acceptance streams of {need - 1} positions; need >= {need}$"):
-        simulate_core(s, pair, Workload(prompt, out, acc[..., : need - 1]))
     res = simulate_core(s, pair, Workload(prompt, out, acc))  # exactly long enough
     np.testing.assert_array_equal(res.tokens, out.sum(axis=1))
     lengths = np.full(acc.shape, d)
     adaptive = setup(hw, d=d, policy="running_product")
-    for i, name in enumerate(("draft_lengths", "confidence", "confidence_later")):
-        arrays = [lengths, conf, conf]
-        for bad in (arrays[i][..., : need - 1], arrays[i][:1]):
-            arrays[i] = bad
-            with pytest.raises(
-                SimError, match=re.escape(f"{name} must be (replicas, requests, >= {need}), got {bad.shape}")
-            ):
-                simulate_core(adaptive, pair, Workload(prompt, out, acc, *arrays))
-    res = simulate_core(adaptive, pair, Workload(prompt, out, acc, lengths, conf, conf))
+    work = Workload(prompt, out, acc, lengths, conf, conf, light_lengths=lengths)
+    for name in ("draft_lengths", "confidence", "confidence_later", "light_lengths"):
+        a = getattr(work, name)
+        for bad in (a[..., : need - 1], a[:1], a[:, :2]):
+            text = f"{name} must be (replicas, requests, >= {need}), got {bad.shape}"
+            with pytest.raises(SimError, match=f"^{re.escape(text)}$"):
+                simulate_core(adaptive, pair, dataclasses.replace(work, **{name: bad}))
+    res = simulate_core(adaptive, pair, work)
     np.testing.assert_array_equal(res.tokens, out.sum(axis=1))
     # AD needs no streams at all
     simulate_core(setup(hw, decoding="ad"), pair, Workload(prompt, out))
@@ -411,14 +398,15 @@ def _tiny(seed, n):
     return conf, acc, lengths, np.full((1, n), 64.0), np.full((1, n), 8)
 
 
-def test_simulate_core_rejects_a_pool_without_room_for_one_query_token_per_request(models, hw):
-    pair = models.pair(PAIR)
+def test_simulate_core_rejects_a_pool_without_room_for_one_query_token_per_request(pair, hw):
     n = 4
     conf, acc, lengths, prompt, out = _tiny(2, n)
     for pool in (n - 1, n):
         s = dataclasses.replace(setup(hw, policy="running_product", pool_tokens=pool), name="tiny-pool")
         with pytest.raises(SimError, match=rf"^tiny-pool: pool of {pool} tokens cannot hold"):
             simulate_core(s, pair, Workload(prompt, out, acc, lengths, conf, conf))
+    with pytest.raises(SimError, match=r"^tiny-pool: pool of 4 tokens cannot hold one query token per request$"):
+        simulate_core(s, pair, Workload(prompt, out, acc, lengths, conf, conf), Continuous(4, 0))  # one a slot
     res = simulate_core(
         setup(hw, policy="running_product", pool_tokens=n + 1), pair, Workload(prompt, out, acc, lengths, conf)
     )
@@ -426,27 +414,26 @@ def test_simulate_core_rejects_a_pool_without_room_for_one_query_token_per_reque
     assert (res.pool["pool_max"] <= n + 1).all()
 
 
-def test_simulate_core_rejects_an_asynchronous_pool_without_draft_lengths(models, hw):
-    pair = models.pair(PAIR)
+def test_simulate_core_rejects_an_asynchronous_pool_without_draft_lengths(pair, hw):
     conf, acc = streams(2, 1, 4, 60)
     s = dataclasses.replace(pooled(hw, True), name="eager")
-    with pytest.raises(SimError, match=r"^eager: the asynchronous pool needs each request's draft lengths"):
+    with pytest.raises(
+        SimError, match=r"^eager: the asynchronous pool needs each request's draft lengths \(draft_lengths\)$"
+    ):
         simulate_core(s, pair, Workload(np.full((1, 4), 64.0), np.full((1, 4), 8), acc, None, conf, conf))
 
 
 @pytest.mark.parametrize("eager", [True, False])
-def test_simulate_core_rejects_a_pool_without_confidences(models, hw, eager):
+def test_simulate_core_rejects_a_pool_without_confidences(pair, hw, eager):
     """A full pool admits the drafts of highest running product: without confidences it has no order to cut by
     (the loop would read past its placeholder), so the run is refused whether or not the pool would fill."""
     conf, acc = streams(2, 1, 4, 60)
     s = dataclasses.replace(pooled(hw, eager), name="pool")
     with pytest.raises(SimError, match=r"^pool: the Shared Pool admits drafts by their running product: it needs"):
-        simulate_core(
-            s, models.pair(PAIR), Workload(np.full((1, 4), 64.0), np.full((1, 4), 8), acc, np.full(conf.shape, 2))
-        )
+        simulate_core(s, pair, Workload(np.full((1, 4), 64.0), np.full((1, 4), 8), acc, np.full(conf.shape, 2)))
 
 
-def test_confidences_that_are_no_probabilities_and_serving_without_slots_are_refused(models, hw):
+def test_confidences_that_are_no_probabilities_and_serving_without_slots_are_refused(pair, hw):
     """A pool ranks drafts by products of their confidences: a workload with one outside [0, 1] or NaN is
     refused, naming the field; serving on no slot is refused (an open loop would wait for a free slot for ever)."""
     conf, acc = streams(2, 1, 4, 60)
@@ -465,11 +452,10 @@ def test_confidences_that_are_no_probabilities_and_serving_without_slots_are_ref
         with pytest.raises(SimError, match=r"^confidence must lie in \[0, 1\]"):
             dataclasses.replace(work, confidence=(edges * 2).astype(dtype))
     with pytest.raises(SimError, match=r"^serving needs at least one slot, got 0$"):
-        simulate_core(pooled(hw, True), models.pair(PAIR), work, Continuous(0, 0))
+        simulate_core(pooled(hw, True), pair, work, Continuous(0, 0))
 
 
-def test_simulate_core_rejects_open_loops_it_cannot_run(models, hw):
-    pair = models.pair(PAIR)
+def test_simulate_core_rejects_open_loops_it_cannot_run(pair, hw):
     n = 4
     conf, acc, lengths, prompt, out = _tiny(3, n)
     serving = Continuous(2, 1, False)
@@ -480,13 +466,13 @@ def test_simulate_core_rejects_open_loops_it_cannot_run(models, hw):
             simulate_core(s, pair, Workload(prompt, out, acc, arrivals=arrivals), serving=sv)
 
 
-def test_the_pool_without_eager_drafting_serves_open_loops_too(models, hw, monkeypatch):
+def test_the_pool_without_eager_drafting_serves_open_loops_too(pair, hw, monkeypatch):
     """SADDLE-p (the pool with eager drafting off) on an open loop: every request is admitted once it has
     arrived and emits its whole output."""
     conf, acc, lengths, prompt, out = _tiny(3, 4)
     arrivals = np.array([[0.0, 0.1, 0.2, 0.3]])
     s = dataclasses.replace(setup(hw, policy="running_product", pool_tokens=20), name="saddle-p")
     work = Workload(prompt, out, acc, lengths, conf, conf, arrivals=arrivals)
-    _, _, (rep,) = _logged(monkeypatch, s, models.pair(PAIR), work, Continuous(2, 1, False))
+    _, _, (rep,) = _logged(monkeypatch, s, pair, work, Continuous(2, 1, False))
     assert (rep.t_admit >= arrivals[0]).all() and np.isfinite(rep.t_done).all()
     assert rep.event_emitted.sum() == out.sum()

@@ -61,9 +61,9 @@ def test_costs_add_select_and_combine_over_the_union_of_their_devices_and_classe
 
 
 @pytest.mark.parametrize("stages", [8, 2])
-def test_a_pipelined_split_pass_is_its_micro_batches_through_the_stages(models, hw, stages):
+def test_a_pipelined_split_pass_is_its_micro_batches_through_the_stages(pair, hw, stages):
     """s stages, m micro-batches: time (m + s - 1) / s x one's, energy, busy, class m x one's; no request, no cost."""
-    pair, s = models.pair(PAIR), hw.system("saddle").replace(pipeline_stages=stages)
+    s = hw.system("saddle").replace(pipeline_stages=stages)
     n = np.array([0.0, 2.0, 4.0, 16.0, 6.0])
     m = np.array([1.0, 2.0, 4.0, 4.0, 4.0])
     got = batch_pass(pair.target, s, n, 3, 640.0, PIM, MicroBatching(4, split="always"))
@@ -78,9 +78,9 @@ def test_a_pipelined_split_pass_is_its_micro_batches_through_the_stages(models, 
             _close(mine[k][1:], m[1:] * v)
 
 
-def test_overlapped_sub_batches_take_the_busier_device_m_times_plus_the_other_once(models, hw):
+def test_overlapped_sub_batches_take_the_busier_device_m_times_plus_the_other_once(pair, hw):
     """m overlapped sub-batches: max(m gpu, m pim) + min(gpu, pim), the link on the GPU side; energy, busy m x one's."""
-    pair, s = models.pair(PAIR), hw.system("attacc-pim")  # 8-way tensor parallel: all-reduces on the link
+    s = hw.system("attacc-pim")  # 8-way tensor parallel: all-reduces on the link
     n = np.array([2.0, 64.0, 0.0])
     got = batch_pass(pair.target, s, n, 1, 2048.0, PIM, OVERLAP)
     one = pass_cost(pair.target, s, n[:2] / 2, 1, 2048.0, PIM)
@@ -94,9 +94,8 @@ def test_overlapped_sub_batches_take_the_busier_device_m_times_plus_the_other_on
         _close(got.busy_s[k][:2], 2 * v)
 
 
-def test_overlapped_sub_batches_with_one_device_idle(models, hw):
+def test_overlapped_sub_batches_with_one_device_idle(pair, hw):
     """Overlap with no PIM seconds is m x one sub-batch; with no GPU seconds the GPU side is the link alone."""
-    pair = models.pair(PAIR)
     s = hw.system("attacc-pim")
     got = batch_pass(pair.target, s, np.array([8.0, 30.0]), 1, 512.0, GPU, OVERLAP)
     one = pass_cost(pair.target, s, np.array([4.0, 15.0]), 1, 512.0, GPU)
@@ -110,9 +109,9 @@ def test_overlapped_sub_batches_with_one_device_idle(models, hw):
     _close(got.time_s, np.maximum(2 * d["link"], 2 * d["pim"]) + np.minimum(d["link"], d["pim"]))
 
 
-def test_shared_stacks_serialise_the_sub_batches(models, hw):
+def test_shared_stacks_serialise_the_sub_batches(pair, hw):
     """Stacks the GPU reads its weights from (exclusive access) take turns: m x one sub-batch's pass."""
-    pair, s = models.pair(PAIR), hw.system("saddle-tp")
+    s = hw.system("saddle-tp")
     assert s.shared_stacks
     got = batch_pass(pair.target, s, np.array([8.0, 30.0]), 1, 512.0, PIM, OVERLAP)
     _close(got.time_s, 2 * pass_cost(pair.target, s, np.array([4.0, 15.0]), 1, 512.0, PIM).total_time_s)
@@ -127,9 +126,9 @@ def test_shared_stacks_serialise_the_sub_batches(models, hw):
         ("dgx-a100", MicroBatching()),
     ],
 )
-def test_a_pass_not_split_is_the_cost_models_pass_to_the_bit(models, hw, system, mb):
+def test_a_pass_not_split_is_the_cost_models_pass_to_the_bit(pair, hw, system, mb):
     """One micro-batch (one allowed, or under two requests) is the cost model's pass of the batch, to the bit."""
-    pair, s = models.pair(PAIR), hw.system(system)
+    s = hw.system(system)
     mapping = PIM if s.pim else GPU
     n = np.arange(1.0, 65.0) if mb.micro_batches == 1 else np.array([0.5, 1.0, 1.5, 1.99])
     got = batch_pass(pair.target, s, n, 2, 1000.0, mapping, mb)
@@ -142,9 +141,9 @@ def test_a_pass_not_split_is_the_cost_models_pass_to_the_bit(models, hw, system,
             np.testing.assert_array_equal(mine[k], v)
 
 
-def test_the_best_split_is_taken_only_where_it_is_faster(models, hw):
+def test_the_best_split_is_taken_only_where_it_is_faster(pair, hw):
     """split="best" takes the M micro-batches (time, energy, busy) only where faster than one batch; both occur."""
-    pair, s = models.pair(PAIR), hw.system("saddle")
+    s = hw.system("saddle")
     n = np.array([1.0, 2.0, 3.0, 8.0, 64.0, 64.0])
     q = np.array([1.0, 1.0, 1.0, 1.0, 1.0, 32.0])
     best = batch_pass(pair.target, s, n, q, 256.0, PIM, MicroBatching(2))
@@ -160,9 +159,9 @@ def test_the_best_split_is_taken_only_where_it_is_faster(models, hw):
         np.testing.assert_array_equal(mine, np.where(faster, a, b))
 
 
-def test_a_split_that_only_ties_one_batch_is_not_taken(models, hw):
+def test_a_split_that_only_ties_one_batch_is_not_taken(pair, hw):
     """A compute-bound GPU without kernel overheads: two micro-batches tie one batch, and the tie keeps one batch."""
-    pair, s = models.pair(PAIR), hw.system("dgx-a100").replace(tensor_parallel=1)
+    s = hw.system("dgx-a100").replace(tensor_parallel=1)
     gpu = dataclasses.replace(s.gpu, peak_flops=s.gpu.peak_flops * 1e-6)
     runtime = dataclasses.replace(s.runtime, fixed_s={k: 0.0 for k in s.runtime.fixed_s})
     s = s.replace(gpu=gpu, runtime=runtime)
@@ -178,9 +177,9 @@ def test_a_split_that_only_ties_one_batch_is_not_taken(models, hw):
 
 
 @pytest.mark.parametrize("copies", [2, 3])
-def test_replicated_copies_take_the_busiest_copys_time_and_the_mean_copys_energy(models, hw, copies):
+def test_replicated_copies_take_the_busiest_copys_time_and_the_mean_copys_energy(pair, hw, copies):
     """Copies: time, busy, class of ceil(n / c) requests on one device; energy min(n, c) x that of n / min(n, c)."""
-    pair, s = models.pair(PAIR), hw.system("saddle")  # 8 pipeline stages
+    s = hw.system("saddle")  # 8 pipeline stages
     one = s.replace(tensor_parallel=1, pipeline_stages=1)
     n = np.array([0.0, 1.0, 2.0, 5.0, 7.0])
     got = batch_pass(pair.draft, s, n, 1, 300.0, GPU, MicroBatching(), copies)
@@ -202,9 +201,9 @@ def test_replicated_copies_take_the_busiest_copys_time_and_the_mean_copys_energy
 # -- CostTable ----------------------------------------------------------------------------------------------
 
 
-def test_cost_tables_of_several_q_are_batch_pass_on_the_grid(models, hw):
+def test_cost_tables_of_several_q_are_batch_pass_on_the_grid(pair, hw):
     """build_each (one copy by default) gives each q build's table, batch_pass on the grid, read back by lookup."""
-    pair, s = models.pair(PAIR), hw.system("attacc-pim")  # 8-way tensor parallel
+    s = hw.system("attacc-pim")  # 8-way tensor parallel
     tables = CostTable.build_each(pair.target, s, [1, 3], PIM, MicroBatching(), 6, 64.0)
     ctx = np.arange(0.0, 96.0, CTX_STEP)
     n = np.arange(7.0)[:, None]
