@@ -756,7 +756,7 @@ def test_a_drafts_later_confidences_default_to_its_first_ones_and_rank_the_pools
     later = rng.random((1, n, 120)).astype(np.float32)
     acc = rng.random((1, n, 120)) < 0.8
     out, lengths = rng.integers(10, 40, (1, n)), rng.integers(1, 2 * d + 2, (1, n, 120))
-    s, pair, prompt = pooled(hw, True, "idle", mb=1, d=d, pool=10), pair, np.full((1, n), 64.0)
+    s, prompt = pooled(hw, True, "idle", mb=1, d=d, pool=10), np.full((1, n), 64.0)
     alone = simulate_core(s, pair, Workload(prompt, out, acc, lengths, conf))
     same = simulate_core(s, pair, Workload(prompt, out, acc, lengths, conf, conf))
     other = simulate_core(s, pair, Workload(prompt, out, acc, lengths, conf, later))
