@@ -42,7 +42,8 @@ def _run_case(monkeypatch, models, setup_, serving, x=2, out=None):
     lengths = np.stack([running_product_lengths(c, 0.4, 9) for c in conf])
     sd = setup_.decoding == "sd"
     work = Workload(np.full((x, n), 64.0), out, acc if sd else None, lengths if sd else None, conf, conf)
-    return out, *logged(monkeypatch, setup_, models.pair(PAIR), work, serving, timelines=True)[::2]
+    res, _, reps = logged(monkeypatch, setup_, models.pair(PAIR), work, serving, timelines=True)
+    return out, res, reps
 
 
 @pytest.mark.parametrize("name,make", CASES)

@@ -102,7 +102,7 @@ def _by_hand(tables, rep, jobs, lo, hi):
     return energy, busy, cls
 
 
-def _bruteunion(intervals, lo, hi):
+def _brute_union(intervals, lo, hi):
     """Union length by sweeping the elementary pieces between all endpoints."""
     cuts = sorted({lo, hi} | {min(max(t, lo), hi) for iv in intervals for t in iv})
     return sum(b - a for a, b in zip(cuts, cuts[1:], strict=False) if any(s <= a and b <= e for s, e in intervals))
@@ -241,9 +241,9 @@ def test_pass_counters_and_stage_times_follow_the_booked_jobs(pair, hw, monkeypa
         spans = {k: [(s, e) for kind, s, e in jobs if kind in kinds] for k, kinds in stages.items()}
         total = 0.0
         for k, iv in spans.items():
-            assert res.stage_s[k][r] == pytest.approx(_bruteunion(iv, lo, hi), rel=1e-9, abs=1e-15), (name, k)
+            assert res.stage_s[k][r] == pytest.approx(_brute_union(iv, lo, hi), rel=1e-9, abs=1e-15), (name, k)
             total += res.stage_s[k][r]
-        every = _bruteunion([iv for v in spans.values() for iv in v], lo, hi)
+        every = _brute_union([iv for v in spans.values() for iv in v], lo, hi)
         assert res.stage_s["overlap"][r] == pytest.approx(total - every, rel=1e-9, abs=1e-12), name
         if serving is not None:
             assert res.stage_s["prefill"][r] > 0 and res.stage_s["verify"][r] > 0
