@@ -123,12 +123,13 @@ def verify_pass(vg, vp, n, ctx, q, step):
     a request (no pass verifies more than d + 1: past the last table a pass reads it at both ends)."""
     nq = vg.shape[1]
     q0 = min(int(q), nq)
+    q1 = min(q0, nq - 1)  # the table of q0 + 1 tokens a request, or the last
     f = q - q0
     bv, bg, bp = ZERO, 0.0, 0.0
     for v in range(vg.shape[0]):
         g0, p0 = at(vg[v, q0 - 1], vp[v, q0 - 1], n, ctx, step)
         if f > 0:
-            g1, p1 = at(vg[v, min(q0, nq - 1)], vp[v, min(q0, nq - 1)], n, ctx, step)
+            g1, p1 = at(vg[v, q1], vp[v, q1], n, ctx, step)
         else:
             g1, p1 = g0, p0
         g, p = g0 * (1 - f) + g1 * f, p0 * (1 - f) + p1 * f
