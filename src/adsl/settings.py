@@ -175,6 +175,9 @@ class Batching:
     requests_per_slot: int = 4  # continuous: requests served per slot in one run (queue length / slots + 1)
     warmup: float = 1.0  # continuous: the window opens after warmup x slots completions
     prefill: bool = True  # continuous: charge each admitted request's prefill pass
+    # continuous: after the window the batch drains until every request has finished; without the drain
+    # the run ends with the window (its results the same to the bit, the run's totals up to its end)
+    drain: bool = False
 
     def __post_init__(self):
         if self.mode not in BATCHING_MODES:
@@ -195,7 +198,7 @@ class Batching:
         """What an engine needs: None for a static batch."""
         if self.mode == "static":
             return None
-        return Continuous(slots, int(round(self.warmup * slots)), self.prefill)
+        return Continuous(slots, int(round(self.warmup * slots)), self.prefill, self.drain)
 
 
 @dataclass(frozen=True)
@@ -206,6 +209,7 @@ class Continuous:
     slots: int
     warmup: int
     prefill: bool = True
+    drain: bool = True  # closed loop: run on after the window until every request has finished (``Batching``)
 
 
 @dataclass(frozen=True)

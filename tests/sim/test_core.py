@@ -81,7 +81,7 @@ def test_a_log_that_fills_up_counts_its_rows_and_the_replica_runs_again_with_as_
 
         def spy(*args, counted=counted, inner=core.loop.run_replica):
             out = inner(*args)
-            counted.append(args[6][5].copy())  # the rows each log counted
+            counted.append(args[7][5].copy())  # the rows each log counted
             return out
 
         monkeypatch.setattr(core, "log_rows", lambda tokens, timelines: (2, 2, 2, 2, 2))
@@ -437,7 +437,7 @@ def test_the_loop_is_handed_one_dtype_per_field_whatever_the_workload_holds(pair
     seen = []
 
     def spy(*args, run=core.loop.run_replica):
-        seen.append(tuple(np.asarray(a).dtype.name for a in args[10]))  # a Python bool is numpy's bool
+        seen.append(tuple(np.asarray(a).dtype.name for a in args[11]))  # a Python bool is numpy's bool
         return run(*args)
 
     monkeypatch.setattr(core.loop, "run_replica", spy)

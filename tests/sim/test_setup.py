@@ -130,8 +130,8 @@ def test_batching_settings_are_checked():
         Batching("continuous", warmup=-1.0)
     assert Batching("static").serving(8) is None and Batching("static").requests(8) == 8
     assert Batching("continuous").requests(8) == 32
-    assert Batching("continuous").serving(8) == Continuous(8, 8, True)
-    assert Batching("continuous", warmup=0.5, prefill=False).serving(3) == Continuous(3, 2, False)
+    assert Batching("continuous").serving(8) == Continuous(8, 8, True, drain=False)
+    assert Batching("continuous", warmup=0.5, prefill=False, drain=True).serving(3) == Continuous(3, 2, False, True)
 
 
 def test_static_mapping_search_is_the_fastest_candidate(pair, hw):

@@ -1,5 +1,6 @@
 """The compiled loop equals the same loop run uncompiled (the scalar reference) on random small cases:
-every system kind, both pool triggers, static and continuous batching, open loop, timelines."""
+every system kind, both pool triggers, static and continuous batching (ending with its window, or drained),
+open loop, timelines; and a run that ends with its window gives the drained run's results."""
 
 import dataclasses
 
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 from adsl.settings import Continuous, MicroBatching
 from adsl.sim import core, loop, result, timing
+from adsl.sim.setup import SimError
 from adsl.sim.workload import Workload
 from tests.sim.builders import inputs, pim_sd, pooled, setup, uncompiled, use_loop
 
@@ -23,14 +25,16 @@ def plain():
 
 
 def _run(args, kw, plain=None):
-    if plain is None:
-        return core.simulate_core(*args, **kw)
+    """The run's result, or the message of the SimError it raised (a random case's window may be empty)."""
     mp = pytest.MonkeyPatch()
-    try:  # the core, the pass tables and the accounting call the uncompiled functions
-        use_loop(mp, plain[0])
-        for (m, name), f in zip(HELPERS, plain[1], strict=True):
-            mp.setattr(m, name, f)
+    try:
+        if plain is not None:  # the core, the pass tables and the accounting call the uncompiled functions
+            use_loop(mp, plain[0])
+            for (m, name), f in zip(HELPERS, plain[1], strict=True):
+                mp.setattr(m, name, f)
         return core.simulate_core(*args, **kw)
+    except SimError as e:
+        return str(e)
     finally:
         mp.undo()
 
@@ -68,13 +72,24 @@ def _case(hw, kind, trigger, mb, d):
 @given(
     st.sampled_from(KINDS),
     st.sampled_from(["complete", "idle"]),
-    st.sampled_from(["static", "continuous", "open"]),
+    st.sampled_from(["static", "continuous", "drained", "open"]),
     st.integers(1, 3),
     st.integers(1, 5),
     st.booleans(),
     st.integers(0, 2**31),
 )
 def test_compiled_equals_uncompiled(models, hw, plain, kind, trigger, serving, mb, d, flagged, seed):
+    args, kw = _random_run(models, hw, kind, trigger, serving, mb, d, flagged, seed)
+    fast, slow = _run(args, kw), _run(args, kw, plain)
+    if isinstance(fast, str) or isinstance(slow, str):
+        assert fast == slow
+        return
+    for f in dataclasses.fields(fast):
+        _equal(getattr(fast, f.name), getattr(slow, f.name), f.name)
+
+
+def _random_run(models, hw, kind, trigger, serving, mb, d, flagged, seed):
+    """A random small run: (simulate_core's arguments, its keywords)."""
     s = _case(hw, kind, trigger, mb, d)
     pair = models.pair("OPT-66B")
     x, n, slots = 2, 10, 5
@@ -91,7 +106,40 @@ def test_compiled_equals_uncompiled(models, hw, plain, kind, trigger, serving, m
     args = (s, pair, work)
     kw = {"timelines": seed % 3 == 0}
     if serving != "static":
-        kw["serving"] = Continuous(slots, 2, bool(seed % 2))
-    fast, slow = _run(args, kw), _run(args, kw, plain)
-    for f in dataclasses.fields(fast):
-        _equal(getattr(fast, f.name), getattr(slow, f.name), f.name)
+        kw["serving"] = Continuous(slots, 2, bool(seed % 2), drain=serving != "continuous")
+    return args, kw
+
+
+# what a run that ends with its window reports of the run as far as it went, not of the whole
+RUN_TOTALS = ("window", "pool", "placement", "timelines")
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.sampled_from(KINDS),
+    st.sampled_from(["complete", "idle"]),
+    st.integers(1, 3),
+    st.integers(1, 5),
+    st.booleans(),
+    st.integers(0, 2**31),
+)
+def test_a_run_that_ends_with_its_window_gives_the_drained_runs_results(models, hw, kind, trigger, mb, d, flag, seed):
+    args, kw = _random_run(models, hw, kind, trigger, "drained", mb, d, flag, seed)
+    drained = _run(args, kw)
+    ended = _run(args, kw | {"serving": dataclasses.replace(kw["serving"], drain=False)})
+    if isinstance(drained, str) or isinstance(ended, str):
+        assert ended == drained
+        return
+    for f in dataclasses.fields(ended):
+        if f.name not in RUN_TOTALS:
+            _equal(getattr(ended, f.name), getattr(drained, f.name), f.name)
+    for k in ("start_s", "end_s", "completed"):
+        _equal(ended.window[k], drained.window[k], k)
+    out = args[2].output_len
+    np.testing.assert_array_equal(drained.window["total_tokens"], out.sum(axis=1))
+    # the run ends once its window is complete: with requests left unfinished, unless the window's last
+    # completions were every request's
+    left = ended.window["total_tokens"] < drained.window["total_tokens"]
+    assert (left | (ended.window["total_tokens"] == out.sum(axis=1))).all()
+    assert (ended.window["end_s"] <= ended.window["total_s"]).all()
+    assert (ended.window["total_s"] <= drained.window["total_s"]).all()

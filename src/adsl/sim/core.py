@@ -223,7 +223,10 @@ def replica_logs(
         confidence = later = None
     tab, lay = tables.flat(), layout_tuple(setup, layout)
     prefill = serving is not None and serving.prefill
-    args = (mode, d, setup.pool_tokens, setup.pool_trigger == "complete", setup.eager, prefill)
+    # closed loop without the drain: nothing after the window's end (the completion after which a freed slot finds
+    # the queue empty, ``adsl.sim.result.window``) enters a result, so the run ends there
+    stop = n_req - slots + 1 if serving is not None and arrivals is None and not serving.drain else loop.NEVER
+    args = (mode, d, setup.pool_tokens, setup.pool_trigger == "complete", setup.eager, prefill, stop)
 
     flagged = sd and accept.dtype != bool  # a draft that continues a kept one reads other runs
 

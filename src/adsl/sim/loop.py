@@ -34,6 +34,7 @@ PRUNE = 8  # machines forget past intervals every PRUNE-th event
 CHUNKS = 4  # FC / attention alternations per pass (split over a pipeline's stages)
 CAPACITY = 4096  # busy intervals a machine may hold at once (past ones are pruned)
 NONE = -1.0  # "no time" (a request left to arrive: never)
+NEVER = 1 << 62  # a count no run reaches (``run_replica``'s ``stop``: run until every request has finished)
 BINS = 256  # the pool cut's histogram bins over [0, 1] (``_cut``): about 2 scores a bin at SADDLE's pool sizes
 # Functions only compiled code calls: no CPython or C entry point. numba builds both for every function and
 # links them, with the function, into each caller's module, which it optimises again (a cold compile 77 -> 70 s
@@ -558,11 +559,12 @@ def fresh_lengths(rq, slots, a, b, d):
 
 
 @njit(cache=True, nogil=True)
-def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, starts, stops):
+def micro_batch_loop(mode, d, with_prefill, stop, mach, lay, tab, logs, counts, times, rq, slots, starts, stops):
     """Every micro-batch on its own: a heap of (time, group) holds when each group's round starts (its
     passes are booked and end at a known time) or ends (its tokens are emitted and finished slots take
     queued requests, in the order rounds end). Open loop: a group with nothing in flight admits what has
-    arrived, or waits for the next arrival."""
+    arrived, or waits for the next arrival. The run ends after the time of its ``stop``-th completion
+    (``run_replica``)."""
     cur, pos, left, ctx = slots[0], slots[1], slots[2], slots[3]
     runs, open_loop = rq[4], rq[3]
     groups = starts.size
@@ -583,10 +585,13 @@ def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times,
     st_first = np.zeros(groups, np.int64)
     st_k = np.zeros(groups, np.int64)
     nobody = np.zeros(0, np.bool_)
+    done, t_stop = 0, np.inf  # completions so far; the time of the stop-th
     # every branch below ends in ``wake``, when the group is due again (NONE: never), so the inlined heap push,
     # pass booking and logging are each typed once (a cold compile about 2 s shorter than one call site each)
     while size:
         t, i, size = _pop(ht, hi, size)
+        if t > t_stop:  # events are logged at the times popped, in order: every later one is later still
+            break
         advance(mach, t)
         a, b = starts[i], stops[i]
         wake = NONE
@@ -613,6 +618,9 @@ def micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times,
                     ctx[s] += emitted[s]
                     pos[s] += adv[s] if act[s] else 0
                 free = settle(logs, times, rq, slots, a, b, t, emitted[a:b], act[a:b])
+            if free.size and done < stop:  # closed loop (``stop``): the slots free are those that finished
+                done += free[a:b].sum()
+                t_stop = t if done >= stop else t_stop
             wake = t
         else:
             busy = False
@@ -1023,13 +1031,14 @@ def _releases(mach, lay, tab, slots, sel, admitted, end, t, work):
 
 
 @njit(cache=True, nogil=True)
-def pool_loop(rule, complete, mach, lay, tab, logs, counts, times, rq, slots, starts, stops):
+def pool_loop(rule, complete, stop, mach, lay, tab, logs, counts, times, rq, slots, starts, stops):
     """The Shared Pool: each request's next pool entry is ready when its drafting ends (at once for one that
     keeps its eager tokens); the verifier takes every ready entry as soon as it is idle (``complete`` False:
     the paper's rule) or once every request's entry is ready. The next pass may enter once this one has
     cleared the first pipeline stage. ``rule``: (d, pool capacity, eager, prefill); eager: the Eager Pool
     (SADDLE-s, SADDLE), without which (SADDLE-p) a request drafts only what fits, nothing is drafted during
-    a pass and the verifier waits for every entry whatever ``complete`` says."""
+    a pass and the verifier waits for every entry whatever ``complete`` says. The run ends before the first
+    pass that starts after its ``stop``-th completion (``run_replica``)."""
     d, capacity = rule[0], rule[1]
     complete = complete or not rule[2]
     left, ctx = slots[2], slots[3]
@@ -1042,6 +1051,7 @@ def pool_loop(rule, complete, mach, lay, tab, logs, counts, times, rq, slots, st
     every, nobody = np.ones(n_slots, np.bool_), np.zeros(n_slots, np.bool_)
     draft_together(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, every, 0.0, work)
     verifier_free = 0.0
+    done, last, t_stop = 0, -np.inf, np.inf  # completions so far, the latest event, the latest at the stop-th
     while True:
         if rq[3]:  # idle slots take what has arrived before the next pass
             now = _refill(
@@ -1059,6 +1069,8 @@ def pool_loop(rule, complete, mach, lay, tab, logs, counts, times, rq, slots, st
         if not busy:
             break
         start = max(verifier_free, pending)
+        if start > t_stop:  # passes start in order and log at or after their start: nothing later is earlier
+            break
         for s in range(n_slots):
             sel[s] = left[s] > 0 and ready[s] <= start
             want[s] = min(offered[s], d) if sel[s] else 0
@@ -1068,6 +1080,10 @@ def pool_loop(rule, complete, mach, lay, tab, logs, counts, times, rq, slots, st
         verifier_free = mach[5][0]
         _round(logs, end, n, 0)
         _finish(rule, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, sel, start, end, lv, work)
+        last = max(last, end)
+        if done < stop:
+            done += free.sum()
+            t_stop = last if done >= stop else t_stop
         # finished slots take queued requests here, not inside _finish: numba compiles each function together with
         # every function it calls, so a shallower tree of calls compiles faster
         admitted, t = nobody, end
@@ -1106,7 +1122,7 @@ def machines(n_machines, stages, shared, steps):
 
 
 def run_replica(
-    mode, d, capacity, complete, eager, with_prefill, logs, tab, lay, n_machines, rq, n_slots, starts, stops
+    mode, d, capacity, complete, eager, with_prefill, stop, logs, tab, lay, n_machines, rq, n_slots, starts, stops
 ):
     """One replica's run into ``logs`` (``new_logs``). ``tab``: cost tables (draft, verify, decode, prefill as
     flat arrays; context step; draft variants with FC on PIM; verify variants with attention on PIM);
@@ -1115,8 +1131,11 @@ def run_replica(
     output, arrival, open loop, runs, flagged streams, continuing runs, draft lengths, adaptive,
     confidences, later confidences, draft lengths under a lowered tau, the in-flight requests at
     most at which those are in force); micro-batches are slots ``starts[i]..stops[i]``; ``mode``: AD, SD or
-    POOL (``capacity``, ``complete`` and ``eager``: the pool's, ``pool_loop``). Returns the counters and the
-    per-request times (admitted, first token, done).
+    POOL (``capacity``, ``complete`` and ``eager``: the pool's, ``pool_loop``). ``stop``: closed loop, the
+    completions after which the run may end (``NEVER``: it runs until every request has finished): it ends once
+    every event up to the time of that completion, and every pass that starts by then, is in ``logs``, which
+    hold then exactly what the whole run's hold up to that time. Returns the counters and the per-request
+    times (admitted, first token, done).
 
     Plain Python: it sets the state up and calls the mode's compiled loop (each releases the GIL). Compiled, it
     linked every mode's loop into one more module that LLVM optimised and turned into machine code again: about
@@ -1146,8 +1165,8 @@ def run_replica(
             np.full(1, n_slots, np.int64),
         )
     if mode == AD or mode == SD:
-        micro_batch_loop(mode, d, with_prefill, mach, lay, tab, logs, counts, times, rq, slots, starts, stops)
+        micro_batch_loop(mode, d, with_prefill, stop, mach, lay, tab, logs, counts, times, rq, slots, starts, stops)
     else:
         rule = (np.int64(d), np.int64(capacity), bool(eager), bool(with_prefill))
-        pool_loop(rule, complete, mach, lay, tab, logs, counts, times, rq, slots, starts, stops)
+        pool_loop(rule, complete, stop, mach, lay, tab, logs, counts, times, rq, slots, starts, stops)
     return counts, times

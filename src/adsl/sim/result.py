@@ -32,9 +32,10 @@ class RunResult:
     stage_s: dict[str, np.ndarray]  # draft / verify / prefill busy time and their overlap, in the window
     drafted: np.ndarray  # draft tokens in the window (eager included)
     request_rounds: np.ndarray  # requests verified, summed over the passes in the window
-    window: dict[str, np.ndarray]  # start_s, end_s, completed, total_s, total_tokens
-    pool: dict[str, np.ndarray]  # eager drafted / migrated / discarded, pool_max, wasted
-    placement: dict[str, float] = field(default_factory=dict)  # share of passes with draft FC / target attn on PIM
+    # start_s, end_s, completed; total_s, total_tokens: of the run as far as it went (``Continuous.drain``)
+    window: dict[str, np.ndarray]
+    pool: dict[str, np.ndarray]  # eager drafted / migrated / discarded, pool_max, wasted: over the run
+    placement: dict[str, float] = field(default_factory=dict)  # the run's passes with draft FC / target attn on PIM
     # per replica, when asked for: {"segments": [(machine, start, end, kind)], "jobs": [(kind, start, end)]}
     timelines: list | None = None
     # open loop: per request (all replicas): replica, arrival, admitted, first_token, finished, out (tokens)
