@@ -21,7 +21,8 @@ HELPERS = ((result, "_merged_lengths"), (result, "_grouped"), (timing, "_weighte
 
 @pytest.fixture(scope="module")
 def plain():
-    return uncompiled(loop), [getattr(m, name).py_func for m, name in HELPERS]
+    # (with NUMBA_DISABLE_JIT=1, as under mutation testing, the helpers are the plain functions already)
+    return uncompiled(loop), [getattr(getattr(m, name), "py_func", getattr(m, name)) for m, name in HELPERS]
 
 
 def _run(args, kw, plain=None):

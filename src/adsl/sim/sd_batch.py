@@ -47,7 +47,7 @@ def _run(row, models: ModelCatalogue, hw: HardwareCatalogue, prompt_len: float, 
     n = REQUESTS_PER_SLOT * b
     prompt = np.full((REPLICAS, n), float(prompt_len))
     out = np.full((REPLICAS, n), int(row.new_tokens))
-    serving = Continuous(b, b, prefill=True)
+    serving = Continuous(b, b, prefill=True, drain=False)  # read over its window alone
     if not sd:
         setup = Setup("AD", system, "ad", 0, GPU_ONLY, GPU_ONLY, MicroBatching())
         return simulate_core(setup, models.pair(row.pair), Workload(prompt, out), serving)
