@@ -144,3 +144,32 @@ def test_a_run_that_ends_with_its_window_gives_the_drained_runs_results(models, 
     assert (left | (ended.window["total_tokens"] == out.sum(axis=1))).all()
     assert (ended.window["end_s"] <= ended.window["total_s"]).all()
     assert (ended.window["total_s"] <= drained.window["total_s"]).all()
+
+
+LOGS = ("job_kind", "job_start", "job_end", "pass_job", "pass_table", "pass_variant", "pass_n", "pass_ctx", "pass_q0")
+LOGS += ("pass_f", "event_t", "event_emitted", "event_completed", "round_t", "round_n", "round_drafted")
+
+
+@pytest.mark.parametrize("kind,trigger", [(k, "idle") for k in KINDS] + [("SADDLE", "complete")])
+def test_a_run_ends_at_its_windows_end_with_the_drained_runs_logs_up_to_there(models, hw, kind, trigger):
+    s = _case(hw, kind, trigger, 2, 3)
+    x, n, slots = 2, 16, 4
+    conf, later, acc, out, lengths = inputs(7, x, n)  # outputs of 8-49 tokens: requests finish one by one
+    sd = s.decoding == "sd"
+    work = Workload(np.full((x, n), 64.0), out, acc if sd else None, lengths if s.pool_tokens else None, conf, later)
+    logs = {}
+    for drain in (True, False):
+        serving = Continuous(slots, 2, True, drain)
+        _, logs[drain] = core.replica_logs(s, models.pair("OPT-66B"), work, serving)
+    for r, (ended, drained) in enumerate(zip(logs[False], logs[True], strict=True)):
+        lo, hi = result.window(drained, serving)
+        assert result.window(ended, serving) == (lo, hi)
+        for name in LOGS:  # the same passes, events and rounds in the same order, the ended run's cut short
+            whole, cut = getattr(drained, name), getattr(ended, name)
+            assert cut.size < whole.size, name
+            np.testing.assert_array_equal(cut, whole[: cut.size], err_msg=name)
+        # it stops at the window's end: the micro-batch loops log no event after it, the pool (one verifier
+        # stage) at most that of the pass running at it; the last requests are left unfinished
+        assert (ended.event_t > hi).sum() <= (1 if s.pool_tokens else 0)
+        assert (drained.event_t[ended.event_t.size :] > hi).all()
+        assert ended.event_emitted.sum() < out[r].sum() == drained.event_emitted.sum()
