@@ -506,7 +506,7 @@ def point_row(p: PointInputs, res: RunResult, pair_name: str, system_name: str, 
         window_start_s=float(res.window["start_s"].mean()),
         window_end_s=float(res.window["end_s"].mean()),
         window_completed=float(res.window["completed"].mean()),
-        run_time_s=float(res.window["total_s"].mean()),
+        run_time_s=float(res.window["total_s"].mean()),  # as far as the run went (to its window's end unless drained)
         gpu_util=busy.get("gpu", 0.0),
         pim_util=busy.get("pim", 0.0),
         mean_draft_length=float(np.mean(res.drafted / rounds)) if setup.decoding == "sd" else float("nan"),
