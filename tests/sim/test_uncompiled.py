@@ -79,8 +79,8 @@ def _case(hw, kind, trigger, mb, d):
     st.booleans(),
     st.integers(0, 2**31),
 )
-def test_compiled_equals_uncompiled(models, hw, plain, kind, trigger, serving, mb, d, flagged, seed):
-    args, kw = _random_run(models, hw, kind, trigger, serving, mb, d, flagged, seed)
+def test_compiled_equals_uncompiled(pair, hw, plain, kind, trigger, serving, mb, d, flagged, seed):
+    args, kw = _random_run(pair, hw, kind, trigger, serving, mb, d, flagged, seed)
     fast, slow = _run(args, kw), _run(args, kw, plain)
     if isinstance(fast, str) or isinstance(slow, str):
         assert fast == slow
@@ -89,10 +89,9 @@ def test_compiled_equals_uncompiled(models, hw, plain, kind, trigger, serving, m
         _equal(getattr(fast, f.name), getattr(slow, f.name), f.name)
 
 
-def _random_run(models, hw, kind, trigger, serving, mb, d, flagged, seed):
+def _random_run(pair, hw, kind, trigger, serving, mb, d, flagged, seed):
     """A random small run: (simulate_core's arguments, its keywords)."""
     s = _case(hw, kind, trigger, mb, d)
-    pair = models.pair("OPT-66B")
     x, n, slots = 2, 10, 5
     conf, later, acc, out, lengths = inputs(seed, x, n, 80, flagged and s.decoding == "sd")
     out = np.minimum(out, 20)
@@ -124,8 +123,8 @@ RUN_TOTALS = ("window", "pool", "placement", "timelines")
     st.booleans(),
     st.integers(0, 2**31),
 )
-def test_a_run_that_ends_with_its_window_gives_the_drained_runs_results(models, hw, kind, trigger, mb, d, flag, seed):
-    args, kw = _random_run(models, hw, kind, trigger, "drained", mb, d, flag, seed)
+def test_a_run_that_ends_with_its_window_gives_the_drained_runs_results(pair, hw, kind, trigger, mb, d, flag, seed):
+    args, kw = _random_run(pair, hw, kind, trigger, "drained", mb, d, flag, seed)
     drained = _run(args, kw)
     ended = _run(args, kw | {"serving": dataclasses.replace(kw["serving"], drain=False)})
     if isinstance(drained, str) or isinstance(ended, str):
@@ -151,7 +150,7 @@ LOGS += ("pass_f", "event_t", "event_emitted", "event_completed", "round_t", "ro
 
 
 @pytest.mark.parametrize("kind,trigger", [(k, "idle") for k in KINDS] + [("SADDLE", "complete")])
-def test_a_run_ends_at_its_windows_end_with_the_drained_runs_logs_up_to_there(models, hw, kind, trigger):
+def test_a_run_ends_at_its_windows_end_with_the_drained_runs_logs_up_to_there(pair, hw, kind, trigger):
     s = _case(hw, kind, trigger, 2, 3)
     x, n, slots = 2, 16, 4
     conf, later, acc, out, lengths = inputs(7, x, n)  # outputs of 8-49 tokens: requests finish one by one
@@ -160,7 +159,7 @@ def test_a_run_ends_at_its_windows_end_with_the_drained_runs_logs_up_to_there(mo
     logs = {}
     for drain in (True, False):
         serving = Continuous(slots, 2, True, drain)
-        _, logs[drain] = core.replica_logs(s, models.pair("OPT-66B"), work, serving)
+        _, logs[drain] = core.replica_logs(s, pair, work, serving)
     for r, (ended, drained) in enumerate(zip(logs[False], logs[True], strict=True)):
         lo, hi = result.window(drained, serving)
         assert result.window(ended, serving) == (lo, hi)

@@ -33,7 +33,7 @@ from adsl.fitting.generator import capped_dtype, match_runs
 from adsl.perf.models import Pair
 from adsl.settings import Continuous
 from adsl.sim import loop
-from adsl.sim.result import ReplicaLog, RunResult, account, run_result
+from adsl.sim.result import ReplicaLog, RunResult, account, last_completion, run_result
 from adsl.sim.setup import Setup, SimError, cpus, thread_pool
 from adsl.sim.tables import Layout, PassTables, layout_tuple
 from adsl.sim.workload import Workload
@@ -223,9 +223,9 @@ def replica_logs(
         confidence = later = None
     tab, lay = tables.flat(), layout_tuple(setup, layout)
     prefill = serving is not None and serving.prefill
-    # closed loop without the drain: nothing after the window's end (the completion after which a freed slot finds
-    # the queue empty, ``adsl.sim.result.window``) enters a result, so the run ends there
-    stop = n_req - slots + 1 if serving is not None and arrivals is None and not serving.drain else loop.NEVER
+    # closed loop without the drain: nothing after the window's end enters a result, so the run ends there
+    closed = serving is not None and arrivals is None
+    stop = last_completion(n_req, slots) if closed and not serving.drain else loop.NEVER
     args = (mode, d, setup.pool_tokens, setup.pool_trigger == "complete", setup.eager, prefill, stop)
 
     flagged = sd and accept.dtype != bool  # a draft that continues a kept one reads other runs

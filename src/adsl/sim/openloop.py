@@ -129,7 +129,8 @@ def open_loop_point(inputs, arrivals: np.ndarray, warmup: int) -> RunResult:
 def simulate_point_closed(inputs) -> RunResult:
     """The same requests all queued at time 0 (closed loop, continuous batching): the saturation rate (its
     throughput alone, so the run ends with its window)."""
-    return _simulate(inputs, Continuous(inputs.batch, min(inputs.batch, inputs.out.shape[1] // 4), True, False))
+    warmup = min(inputs.batch, inputs.out.shape[1] // 4)
+    return _simulate(inputs, Continuous(inputs.batch, warmup, prefill=True, drain=False))
 
 
 def open_loop_inputs(ws, sim, point: Point, models, taus, prompt: np.ndarray, out: np.ndarray) -> PointInputs:

@@ -108,6 +108,12 @@ class ReplicaLog:
         )
 
 
+def last_completion(requests: int, slots: int) -> int:
+    """The completion that ends a closed-loop window: the queue runs dry when the N - slots + 1-th request
+    completes, and from then on a freed slot stays idle."""
+    return requests - slots + 1
+
+
 def window(rep: ReplicaLog, serving) -> tuple[float, float]:
     """[start, end) of the measured time: the whole run for a static batch; open loop from the warm-up-th
     arrival to the last; else from the warm-up-th completion to the first time a slot finds the queue
@@ -123,8 +129,7 @@ def window(rep: ReplicaLog, serving) -> tuple[float, float]:
     if done.size == 0 or done[-1] < serving.warmup:
         raise SimError("continuous batching: the run ended before its warm-up; raise requests_per_slot")
     start = float(times[np.searchsorted(done, max(serving.warmup, 1))]) if serving.warmup else 0.0
-    # the queue runs dry when the N - slots + 1-th request completes: from then on a slot stays idle
-    dry = rep.out.size - rep.slots + 1
+    dry = last_completion(rep.out.size, rep.slots)
     end = float(times[min(np.searchsorted(done, dry), times.size - 1)])
     if end <= start:
         raise SimError("continuous batching: empty steady-state window; raise simulation.batching.requests_per_slot")
