@@ -451,7 +451,7 @@ def _flat(dg, dp):
     """A stand-in for ``PassTables`` whose ``flat()`` holds draft tables ``dg`` / ``dp`` and empty others."""
     z = np.zeros((1, 1, 1, 2))
     tables = (np.asarray(dg, float), np.asarray(dp, float), z, z, z[0, 0], z[0, 0], z[0], z[0], 16.0, None, None)
-    return types.SimpleNamespace(flat=lambda: tables)
+    return types.SimpleNamespace(flat=lambda: tables, verify_key="")
 
 
 def test_the_loop_key_tells_runs_apart_by_their_pass_costs_and_orders_untied_variants(pair, hw):

@@ -11,12 +11,14 @@ import pytest
 from adsl.fitting.generator import running_product_lengths
 from adsl.settings import Continuous, MicroBatching
 from adsl.sim import loop
-from adsl.sim.core import pass_tables, simulate_core
+from adsl.sim.core import pass_tables, replica_logs, simulate_core
+from adsl.sim.result import account
 from adsl.sim.setup import PREFILL_MAPPING, SimError
-from adsl.sim.tables import Layout, PassTable, PassTables, flip
+from adsl.sim.tables import Layout, PassTable, PassTables, RowTables, flip
 from adsl.sim.timing import CTX_STEP
 from adsl.sim.workload import Workload
 from tests.sim.builders import GPU, PIM, pooled, setup, streams
+from tests.sim.builders import inputs as _inputs
 from tests.sim.builders import logged as _logged
 
 PAIR = "OPT-66B"
@@ -141,25 +143,67 @@ def test_pass_tables_take_each_table_an_earlier_set_already_costs(pair, hw):
 
 def test_a_set_for_fewer_requests_takes_the_first_rows_of_an_earlier_sets_tables(pair, hw):
     """A candidate with more micro-batches serves fewer requests a pass: it takes the first rows of the tables of
-    one with fewer (the set with the fewest rows that are enough), each equal to the one built alone, and a set
-    for more requests than any earlier one builds its own."""
+    one with fewer (the set with the fewest rows that are enough; the verification's tables themselves, whose
+    rows are costed as runs ask for them), each equal to the one built alone, and a set for more requests than
+    any earlier one builds its own."""
     d, ctx_max, prompt = 3, 300.0, 63.6
     whole = PassTables(setup(hw, d=d, dynamic=True), pair, 6, ctx_max, prompt)
     half = PassTables(setup(hw, d=d, dynamic=True, mb=2), pair, 3, ctx_max, prompt, (whole,))
     alone = PassTables(setup(hw, d=d, dynamic=True, mb=2), pair, 3, ctx_max, prompt)
     for got, want in zip(half.flat(), alone.flat(), strict=True):
         np.testing.assert_array_equal(got, want)
+    assert _shares(half.verify_rows, whole.verify_rows)
     for got, want in zip(
         [*half.draft, *half.verify[1], *half.prefill], [*alone.draft, *alone.verify[1], *alone.prefill], strict=True
     ):
-        _same(got, want)
-        assert got.table.energy_j.base is got.table.stack  # the accounting reads energy off the stack
+        _same(got.head(4), want)
+        assert np.shares_memory(got.table.energy_j, got.table.stack)  # the accounting reads energy off the stack
     third = PassTables(setup(hw, d=d, dynamic=True, mb=3), pair, 2, ctx_max, prompt, (whole, half))
     assert third.draft[0].gpu.shape[0] == 3 and half.draft[0].gpu.shape[0] == 4
     again = PassTables(setup(hw, d=d, dynamic=True, mb=2), pair, 3, ctx_max, prompt, (whole, half))
     assert _shares(again.draft, half.draft) and again.verify[1] is half.verify[1]  # the fewest rows that serve
     more = PassTables(setup(hw, d=d), pair, 7, ctx_max, prompt, (whole, half))
     assert more.draft[0].gpu.shape[0] == 8 and more.verify[0][0] is not whole.verify[0][0]
+
+
+@pytest.mark.parametrize("mapping", [PIM, GPU])
+def test_verification_rows_costed_apart_hold_the_whole_tables_values_to_the_bit(pair, hw, mapping):
+    """``RowTables``: the rows costed at once, then those asked for (again, and in any order), hold the values of
+    the table built whole, every quantity to the bit; rows never costed are marked so and hold zeros."""
+    system = setup(hw).system
+    whole = PassTable.build_each(pair.target, system, range(1, 5), mapping, 9, 300.0, 1, 40.0)
+    rows = RowTables(pair.target, system, range(1, 5), mapping, 9, 300.0, 40.0, [9])
+    assert np.flatnonzero(rows.have).tolist() == [9]
+    for ask in ([3], [0, 3, 7], [5, 1], [9, 2]):
+        rows.fill(ask)
+    done = rows.have
+    assert np.flatnonzero(done).tolist() == [0, 1, 2, 3, 5, 7, 9]
+    for got, want in zip(rows.tables, whole, strict=True):
+        np.testing.assert_array_equal(got.gpu[done], want.gpu[done])
+        np.testing.assert_array_equal(got.pim[done], want.pim[done])
+        np.testing.assert_array_equal(got.table.stack[:, done], want.table.stack[:, done])
+        np.testing.assert_array_equal(got.table.time_s[done], want.table.time_s[done])
+        assert not got.table.stack[:, ~done].any() and not got.gpu[~done].any()
+
+
+def test_a_pool_run_costs_the_rows_it_reads_and_its_accounting_refuses_rows_never_costed(pair, hw):
+    """SADDLE on an open loop verifies passes of many sizes: its tables start with the full pass's row and end
+    with the rows its verifications read, each copied into what the loop reads. Accounting the same log against
+    tables that never costed those rows is an error, not a sum of zeros."""
+    s = dataclasses.replace(pooled(hw, True, "idle", pool=64), dynamic=True)
+    conf, later, acc, out, lengths = _inputs(5, 1, 12)
+    arrivals = np.cumsum(np.random.default_rng(5).exponential(0.05, (1, 12)), axis=1)
+    work = Workload(np.full((1, 12), 64.0), out, acc, lengths, conf, later, arrivals)
+    serving = Continuous(6, 2, True)
+    tables, (rep,) = replica_logs(s, pair, work, serving)
+    read = set(rep.pass_n[rep.pass_table == loop.TABLES.index("verify")].tolist())
+    assert len(read) > 2 and set(np.flatnonzero(tables.verify_known()).tolist()) == read | {6}
+    _, _, vg, vp, *_ = tables.flat()
+    for v, rows in enumerate(tables.verify_rows):
+        np.testing.assert_array_equal(vg[v][:, sorted(read)], rows.gpu[:, sorted(read)])
+        np.testing.assert_array_equal(vp[v][:, sorted(read)], rows.pim[:, sorted(read)])
+    with pytest.raises(RuntimeError, match="rows of its tables never costed"):
+        account(pass_tables(s, pair, work, serving), rep, serving)
 
 
 def test_a_run_costs_passes_up_to_its_largest_micro_batch_or_every_slot_on_a_shared_pool(pair, hw):

@@ -172,3 +172,35 @@ def test_a_run_ends_at_its_windows_end_with_the_drained_runs_logs_up_to_there(pa
         assert (ended.event_t > hi).sum() <= (1 if s.pool_tokens else 0)
         assert (drained.event_t[ended.event_t.size :] > hi).all()
         assert ended.event_emitted.sum() < out[r].sum() == drained.event_emitted.sum()
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.sampled_from(KINDS),
+    st.sampled_from(["complete", "idle"]),
+    st.sampled_from(["static", "continuous", "drained", "open"]),
+    st.integers(1, 3),
+    st.integers(1, 5),
+    st.integers(0, 2**31),
+)
+def test_a_run_that_asks_for_its_verification_rows_runs_as_with_every_row(
+    pair, hw, kind, trigger, serving, mb, d, seed
+):
+    """The pool loop stops before a verification whose row of the tables it was not given, and goes on once it
+    is costed (``PassTables.fill_verify``): its result is that of a run on tables that cost every row at once,
+    to the bit; the rows costed are the full pass's and those its verifications read."""
+    args, kw = _random_run(pair, hw, kind, trigger, serving, mb, d, False, seed)
+    every = core.pass_tables(*args, kw.get("serving"))
+    for n in range(every.n_max + 1):
+        every.fill_verify(n)
+    asked = _run(args, kw)
+    whole = _run(args, kw | {"tables": every})
+    if isinstance(asked, str) or isinstance(whole, str):
+        assert asked == whole
+        return
+    for f in dataclasses.fields(asked):
+        _equal(getattr(asked, f.name), getattr(whole, f.name), f.name)
+    if args[0].pool_tokens and not isinstance(asked, str):
+        tables, reps = core.replica_logs(*args, kw.get("serving"))
+        read = {int(n) for rep in reps for n in rep.pass_n[rep.pass_table == loop.TABLES.index("verify")]}
+        assert set(np.flatnonzero(tables.verify_known()).tolist()) == read | {tables.n_max}

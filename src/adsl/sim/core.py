@@ -104,14 +104,14 @@ def tables_digest(tables: PassTables) -> str:
     fastest of its draft variants, so their order counts only where two of them tie on the grid; elsewhere
     they enter in a canonical order (which placement a variant stands for counts only in the placement
     statistics, not in the key)."""
-    dg, dp, vg, vp, decg, decp, pg, pp, *_ = tables.flat()  # the context step is one constant (CTX_STEP)
+    dg, dp, _, _, decg, decp, pg, pp, *_ = tables.flat()  # the context step is one constant (CTX_STEP)
     total = (dg + dp)[:, 1:]  # row 0 (no request) is never read
     tie = any((total[i] == total[j]).any() for i in range(len(total)) for j in range(i))
     if not tie:
         order = sorted(range(len(dg)), key=lambda v: (dg[v].tobytes(), dp[v].tobytes()))
         dg, dp = dg[order], dp[order]
-    digest = hashlib.sha1()
-    for a in (dg, dp, vg, vp, decg, decp, pg, pp):
+    digest = hashlib.sha1(tables.verify_key.encode())  # the verification's rows are costed as runs ask for them
+    for a in (dg, dp, decg, decp, pg, pp):
         digest.update(np.ascontiguousarray(a).tobytes())
     return digest.hexdigest()
 
@@ -252,7 +252,10 @@ def replica_logs(
         rows = log_rows(int(out[r].sum()), timelines)
         while True:  # a log that filled up counted its rows: again with that many (runs are deterministic)
             logs = loop.new_logs(rows)
-            counts, times = loop.run_replica(*args, logs, tab, lay, len(layout.machines), rq, slots, starts, stops)
+            costed = (tables.verify_known(), tables.fill_verify) if sd else (None, None)
+            counts, times = loop.run_replica(
+                *args, logs, tab, lay, len(layout.machines), rq, slots, starts, stops, costed
+            )
             if all(int(logs[5][k]) <= len(logs[k]) for k in range(5)):
                 break
             rows = tuple(max(n, int(c)) for n, c in zip(rows, logs[5], strict=True))

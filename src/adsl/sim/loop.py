@@ -836,13 +836,21 @@ def _chains(mach, lay, tab, logs, counts, kind, lengths, ctx, release, starts, s
 W_TOKENS, W_PART, W_ENDS, W_CTX, W_EAGER_END, W_RELEASES, W_FREE, W_LATE, W_MB, W_CUT, W_HIST, W_GRID = range(12)
 
 
-@njit(inline="always", **INNER)
-def pool_buffers(n_slots, n_groups, d):
-    """Empty buffers of the pool loop (``W_*``) for ``n_slots`` slots in ``n_groups`` micro-batches, entries of up
-    to ``d`` tokens."""
+def pool_state(n_slots, n_groups, d):
+    """What the pool loop keeps from one call to the next (``pool_loop``): each slot's entry (ready, offered,
+    full), its buffers (``W_*``) for ``n_slots`` slots in ``n_groups`` micro-batches and entries of up to ``d``
+    tokens, the slots of a pass, their wanted and admitted tokens, and where the loop stopped (``P_*``). Plain
+    Python, called once a replica."""
     i, f, b = np.zeros(n_slots, np.int64), np.zeros(n_slots), np.zeros(n_slots, np.bool_)
     cut, hist, grid = np.zeros((3, n_slots * d + 2)), np.zeros(BINS + 1, np.int64), np.zeros((n_slots, max(d, 1)))
-    return (i, i.copy(), f, f.copy(), f.copy(), f.copy(), b, b.copy(), np.zeros(n_groups), cut, hist, grid)
+    work = (i, i.copy(), f, f.copy(), f.copy(), f.copy(), b, b.copy(), np.zeros(n_groups), cut, hist, grid)
+    pool = (f.copy(), i.copy(), i.copy())
+    return pool, work, b.copy(), i.copy(), i.copy(), np.zeros(len(P_FIELDS))
+
+
+# where the pool loop stopped for a verification row it was not given: whether it did, the verifier's next free
+# time, completions so far, the latest event, the time of the stop-th completion, the pass's start
+P_FIELDS = ("paused", "verifier_free", "done", "last", "t_stop", "start")
 
 
 @njit(_nrt=False, **INNER)
@@ -1031,49 +1039,64 @@ def _releases(mach, lay, tab, slots, sel, admitted, end, t, work):
 
 
 @njit(cache=True, nogil=True)
-def pool_loop(rule, complete, stop, mach, lay, tab, logs, counts, times, rq, slots, starts, stops):
+def pool_loop(rule, complete, stop, mach, lay, tab, logs, counts, times, rq, slots, starts, stops, state, known):
     """The Shared Pool: each request's next pool entry is ready when its drafting ends (at once for one that
     keeps its eager tokens); the verifier takes every ready entry as soon as it is idle (``complete`` False:
     the paper's rule) or once every request's entry is ready. The next pass may enter once this one has
     cleared the first pipeline stage. ``rule``: (d, pool capacity, eager, prefill); eager: the Eager Pool
     (SADDLE-s, SADDLE), without which (SADDLE-p) a request drafts only what fits, nothing is drafted during
     a pass and the verifier waits for every entry whatever ``complete`` says. The run ends before the first
-    pass that starts after its ``stop``-th completion (``run_replica``)."""
+    pass that starts after its ``stop``-th completion (``run_replica``).
+
+    ``known``: the request counts whose rows of the verification tables the caller has given. A verification
+    of any other count stops the loop before it changes anything: it returns that count, the caller costs
+    the row and calls again with the same ``state`` (``pool_state``), and the run goes on from that
+    verification as if the row had been there all along. Returns -1 once the run has ended."""
     d, capacity = rule[0], rule[1]
     complete = complete or not rule[2]
     left, ctx = slots[2], slots[3]
     n_slots = left.size
-    pool = (np.zeros(n_slots), np.zeros(n_slots, np.int64), np.zeros(n_slots, np.int64))  # ready, offered, full
+    pool, work, sel, want, lv, at_stop = state
     ready, offered = pool[0], pool[1]
-    work = pool_buffers(n_slots, starts.size, d)
     free = work[W_FREE]
-    sel, want, lv = np.zeros(n_slots, np.bool_), np.zeros(n_slots, np.int64), np.zeros(n_slots, np.int64)
-    every, nobody = np.ones(n_slots, np.bool_), np.zeros(n_slots, np.bool_)
-    draft_together(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, every, 0.0, work)
-    verifier_free = 0.0
-    done, last, t_stop = 0, -np.inf, np.inf  # completions so far, the latest event, the latest at the stop-th
+    nobody = np.zeros(n_slots, np.bool_)
+    resume = at_stop[0] > 0
+    if resume:
+        verifier_free, done, last, t_stop, start = at_stop[1], int(at_stop[2]), at_stop[3], at_stop[4], at_stop[5]
+    else:
+        every = np.ones(n_slots, np.bool_)
+        draft_together(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, every, 0.0, work)
+        # completions so far, the latest event, the latest at the stop-th
+        verifier_free, done, last, t_stop, start = 0.0, 0, -np.inf, np.inf, 0.0
     while True:
-        if rq[3]:  # idle slots take what has arrived before the next pass
-            now = _refill(
-                rule, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, verifier_free, work
-            )
-            if now == NONE:
+        if not resume:
+            if rq[3]:  # idle slots take what has arrived before the next pass
+                now = _refill(
+                    rule, mach, lay, tab, logs, counts, times, rq, slots, pool, starts, stops, verifier_free, work
+                )
+                if now == NONE:
+                    break
+                verifier_free = now
+            pending = -np.inf if complete else np.inf
+            busy = False
+            for s in range(n_slots):
+                if left[s] > 0:
+                    busy = True
+                    pending = max(pending, ready[s]) if complete else min(pending, ready[s])
+            if not busy:
                 break
-            verifier_free = now
-        pending = -np.inf if complete else np.inf
-        busy = False
-        for s in range(n_slots):
-            if left[s] > 0:
-                busy = True
-                pending = max(pending, ready[s]) if complete else min(pending, ready[s])
-        if not busy:
-            break
-        start = max(verifier_free, pending)
-        if start > t_stop:  # passes start in order and log at or after their start: nothing later is earlier
-            break
-        for s in range(n_slots):
-            sel[s] = left[s] > 0 and ready[s] <= start
-            want[s] = min(offered[s], d) if sel[s] else 0
+            start = max(verifier_free, pending)
+            if start > t_stop:  # passes start in order and log at or after their start: nothing later is earlier
+                break
+            for s in range(n_slots):
+                sel[s] = left[s] > 0 and ready[s] <= start
+                want[s] = min(offered[s], d) if sel[s] else 0
+        resume = False
+        n = sel.sum()
+        if not known[n]:  # nothing of this pass is done yet: the caller costs the row, and the pass starts again
+            at_stop[0], at_stop[1], at_stop[2] = 1.0, verifier_free, done
+            at_stop[3], at_stop[4], at_stop[5] = last, t_stop, start
+            return n
         admit_pool(want, rq, slots, capacity, sel, counts, lv, work)
         advance(mach, min(start, verifier_free))
         end, n = pooled_verify(mach, lay, tab, logs, counts, start, sel, ctx, lv)
@@ -1092,6 +1115,8 @@ def pool_loop(rule, complete, stop, mach, lay, tab, logs, counts, times, rq, slo
             t = start_requests(mach, lay, tab, logs, times, slots, admitted, end, rule[3])
         _releases(mach, lay, tab, slots, sel, admitted, end, t, work)
         draft_fresh(rule, mach, lay, tab, logs, counts, rq, slots, pool, starts, stops, sel, work)
+    at_stop[0] = 0.0
+    return -1
 
 
 # -- one replica --------------------------------------------------------------------------------------
@@ -1122,7 +1147,7 @@ def machines(n_machines, stages, shared, steps):
 
 
 def run_replica(
-    mode, d, capacity, complete, eager, with_prefill, stop, logs, tab, lay, n_machines, rq, n_slots, starts, stops
+    mode, d, capacity, complete, eager, with_prefill, stop, logs, tab, lay, n_machines, rq, n_slots, starts, stops, rows
 ):
     """One replica's run into ``logs`` (``new_logs``). ``tab``: cost tables (draft, verify, decode, prefill as
     flat arrays; context step; draft variants with FC on PIM; verify variants with attention on PIM);
@@ -1134,8 +1159,10 @@ def run_replica(
     POOL (``capacity``, ``complete`` and ``eager``: the pool's, ``pool_loop``). ``stop``: closed loop, the
     completions after which the run may end (``NEVER``: it runs until every request has finished): it ends once
     every event up to the time of that completion, and every pass that starts by then, is in ``logs``, which
-    hold then exactly what the whole run's hold up to that time. Returns the counters and the per-request
-    times (admitted, first token, done).
+    hold then exactly what the whole run's hold up to that time. ``rows``: (known, fill): the request counts
+    whose rows of the verification tables are costed, and a function that costs the row of a count; the pool
+    loop asks for the rows it reads as it goes (the micro-batch loop reads rows it is given). Returns the
+    counters and the per-request times (admitted, first token, done).
 
     Plain Python: it sets the state up and calls the mode's compiled loop (each releases the GIL). Compiled, it
     linked every mode's loop into one more module that LLVM optimised and turned into machine code again: about
@@ -1168,5 +1195,13 @@ def run_replica(
         micro_batch_loop(mode, d, with_prefill, stop, mach, lay, tab, logs, counts, times, rq, slots, starts, stops)
     else:
         rule = (np.int64(d), np.int64(capacity), bool(eager), bool(with_prefill))
-        pool_loop(rule, complete, stop, mach, lay, tab, logs, counts, times, rq, slots, starts, stops)
+        known, fill = rows
+        state = pool_state(n_slots, starts.size, d)
+        while (
+            n := pool_loop(
+                rule, complete, stop, mach, lay, tab, logs, counts, times, rq, slots, starts, stops, state, known
+            )
+        ) >= 0:
+            fill(n)
+            known[n] = True
     return counts, times

@@ -267,6 +267,8 @@ def account(tables, rep: ReplicaLog, serving) -> Account:
     lookup = {"draft": tables.draft, "prefill": tables.prefill}
     for (table, variant, q0), (n_a, c_a, f_a, w_a) in pass_groups(rep, lo, hi):
         if table == "verify":
+            if not tables.verify_rows[variant].have[n_a].all():  # a row never costed holds zeros, not costs
+                raise RuntimeError("adsl.sim.result: a verification's passes read rows of its tables never costed")
             parts = [(tables.verify[variant][q0 - 1], 1 - f_a)]
             if (f_a > 0).any():
                 parts.append((tables.verify[variant][min(q0, len(tables.verify[variant]) - 1)], f_a))

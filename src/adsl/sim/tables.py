@@ -11,12 +11,14 @@ it, so passes on the same machine serialise and passes on different machines ove
 one on the GPU while the other is on PIM, reproduce AttAcc's overlap formula.
 
 ``PassTables`` holds, per kind of pass, GPU + link and PIM seconds for 0..n requests over the context grid
-of ``adsl.sim.timing.CostTable`` (one vectorized cost-model call per table), with the dynamic scheduler's
-alternative placements; ``flat`` hands them to the loop as arrays.
+of ``adsl.sim.timing.CostTable`` (one vectorized cost-model call per table; the verification's, ``RowTables``, a
+row of requests at a time where the loop asks for them), with the dynamic scheduler's alternative placements;
+``flat`` hands them to the loop as arrays.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,7 +29,7 @@ from adsl.perf.models import Pair
 from adsl.settings import MicroBatching
 from adsl.sim import loop
 from adsl.sim.setup import PREFILL_MAPPING, Setup, cpus, thread_pool
-from adsl.sim.timing import CTX_STEP, CostTable
+from adsl.sim.timing import CTX_STEP, CostTable, cost_rows
 
 
 @dataclass(frozen=True)
@@ -66,11 +68,8 @@ class PassTable:
     @classmethod
     def build_each(cls, model, system, qs, mapping, n_max, ctx_max, copies=1, ctx_min=0.0) -> list[PassTable]:
         """The table of each tokens-per-request of ``qs`` (``CostTable.build_each``: one cost-model call)."""
-        out = []
-        for t in CostTable.build_each(model, system, qs, mapping, MicroBatching(), n_max, ctx_max, copies, ctx_min):
-            zero = np.zeros_like(t.time_s)
-            out.append(cls(t, t.busy_s.get("gpu", zero) + t.busy_s.get("link", zero), t.busy_s.get("pim", zero)))
-        return out
+        tables = CostTable.build_each(model, system, qs, mapping, MicroBatching(), n_max, ctx_max, copies, ctx_min)
+        return [cls(t, *seconds(t)) for t in tables]
 
     def head(self, rows: int) -> PassTable:
         """The table for 0 .. ``rows`` - 1 requests: its first rows, each value the one built for that many
@@ -80,6 +79,58 @@ class PassTable:
     def at(self, n: int, ctx: float) -> tuple[float, float]:
         """(GPU + link s, PIM s) of a pass over ``n`` requests at mean context ``ctx`` (``loop.at``)."""
         return loop.at(self.gpu, self.pim, n, ctx, float(CTX_STEP))
+
+
+def seconds(t: CostTable) -> tuple[np.ndarray, np.ndarray]:
+    """GPU + link and PIM seconds of ``t``'s passes."""
+    zero = np.zeros_like(t.time_s)
+    return t.busy_s.get("gpu", zero) + t.busy_s.get("link", zero), t.busy_s.get("pim", zero)
+
+
+class RowTables:
+    """The verification's tables of one target mapping (``PassTable`` per tokens a request of ``qs``) for 0 ..
+    ``n_max`` requests, costed a row (a request count) at a time: ``rows`` at once, later ones as a run asks for
+    them (``fill``). A run verifies few request counts (SADDLE's point at batch 128: every verification serves
+    its 128 slots, 49 of a table's 80,109 cells read; docs/simulator.md), and a row costs the values the whole
+    table holds (``adsl.sim.timing.cost_rows``). The replicas' threads share the tables: ``fill`` costs each row
+    once, under a lock."""
+
+    def __init__(self, model, system, qs, mapping, n_max: int, ctx_max: float, ctx_min: float, rows) -> None:
+        self._build = (model, system, list(qs), mapping, ctx_max, ctx_min)
+        self._lock = threading.Lock()
+        self.have = np.zeros(n_max + 1, np.bool_)  # the rows costed
+        rows = np.asarray(rows, np.int64)
+        every, devices, classes = cost_rows(model, system, qs, mapping, MicroBatching(), rows, ctx_max, 1, ctx_min)
+        if np.array_equal(rows, np.arange(n_max + 1)):  # every row at once: the block is the tables
+            self.every = every
+        else:  # rows not yet costed hold zeros: a zeroed block's pages are not written until costed (a NaN fill
+            # wrote SADDLE's 8 MB a table, 1.5 ms); nothing reads them (``adsl.sim.result.account`` checks)
+            self.every = np.zeros(every.shape[:2] + (n_max + 1, every.shape[3]))
+        self.gpu, self.pim = np.zeros_like(self.every[:, 0]), np.zeros_like(self.every[:, 0])
+        self.tables = [
+            PassTable(CostTable.of(self.every[i, 0], self.every[i, 1:], devices, classes), self.gpu[i], self.pim[i])
+            for i in range(len(qs))
+        ]
+        self._put(rows, every, devices, classes)
+
+    def _put(self, rows, every, devices, classes) -> None:
+        if every is not self.every:
+            self.every[:, :, rows] = every
+        for i in range(len(every)):
+            self.gpu[i, rows], self.pim[i, rows] = seconds(CostTable.of(every[i, 0], every[i, 1:], devices, classes))
+        self.have[rows] = True
+
+    def fill(self, rows) -> None:
+        """Cost ``rows`` (request counts) not yet costed."""
+        with self._lock:
+            rows = np.asarray(rows, np.int64)
+            rows = np.unique(rows[~self.have[rows]])
+            if rows.size:
+                model, system, qs, mapping, ctx_max, ctx_min = self._build
+                every, devices, classes = cost_rows(
+                    model, system, qs, mapping, MicroBatching(), rows, ctx_max, 1, ctx_min
+                )
+                self._put(rows, every, devices, classes)
 
 
 def flip(mapping: dict, family: str) -> dict:
@@ -133,7 +184,8 @@ class PassTables:
 
         def want(kind: str, m: dict, build) -> None:
             """The table of ``kind`` and mapping ``m``: an earlier set's with the same key and enough rows (of
-            those, the fewest: the same object where they are exactly enough), else built."""
+            those, the fewest: the same object where they are exactly enough, or the verification's, whose rows
+            are costed as runs ask for them), else built."""
             tag = (kind, repr(m))
             found = [t for t in reuse if t.keys[kind] == self.keys[kind] and tag in t.by_mapping and t.n_max >= n_max]
             if not found:
@@ -141,15 +193,18 @@ class PassTables:
                 return
             fewest = min(found, key=lambda t: t.n_max)
             got = fewest.by_mapping[tag]
-            if fewest.n_max > n_max:
-                got = [t.head(n_max + 1) for t in got] if kind == "verify" else got.head(n_max + 1)
+            if fewest.n_max > n_max and kind != "verify":
+                got = got.head(n_max + 1)
             self.by_mapping[tag] = got
 
         p, copies = PREFILL_MAPPING, setup.draft_copies
+        # the verification rows costed at once: a micro-batch loop reads its rows unasked, so all of them; the pool
+        # loop asks for each row it reads (``adsl.sim.loop.pool_loop``), so the full pass's, which it reads the most
+        first = [n_max] if setup.pool_tokens else range(n_max + 1)
         if sd:
             qs = range(1, d + 2)
             for m in self.target_maps:
-                want("verify", m, lambda m=m: PassTable.build_each(pair.target, s, qs, m, n_max, ctx_max, 1, ctx_min))
+                want("verify", m, lambda m=m: RowTables(pair.target, s, qs, m, n_max, ctx_max, ctx_min, first))
             for m in self.draft_maps:
                 want("draft", m, lambda m=m: PassTable.build(pair.draft, s, 1, m, n_max, ctx_max, copies, ctx_min))
         else:
@@ -171,9 +226,40 @@ class PassTables:
             return self.by_mapping[(kind, repr(m))]
 
         self.draft: list[PassTable] = [get("draft", m) for m in self.draft_maps] if sd else []
-        self.verify: list[list[PassTable]] = [get("verify", m) for m in self.target_maps] if sd else []
+        self.verify_rows: list[RowTables] = [get("verify", m) for m in self.target_maps] if sd else []
+        for rows in self.verify_rows:  # taken from an earlier set: the rows it did not cost at once
+            rows.fill(first)
+        self.verify: list[list[PassTable]] = [rows.tables for rows in self.verify_rows]
         self.decode: PassTable | None = None if sd else get("decode", setup.target_mapping)
         self.prefill = [get("prefill", p)] + ([get("draft_prefill", p)] if sd else [])
+        # what the loop reads of the verification: its variants stacked, each row copied in once costed
+        # (``fill_verify``), and which rows are; what the tables are built from (``adsl.sim.core.tables_digest``)
+        shape = (len(self.verify), d + 1, n_max + 1, self.verify[0][0].gpu.shape[1]) if sd else (0, 1, 1, 2)
+        self._vg, self._vp = np.zeros(shape), np.zeros(shape)
+        self._have = np.zeros(n_max + 1, np.bool_)
+        if sd:
+            self._copy(np.flatnonzero(np.logical_and.reduce([r.have[: n_max + 1] for r in self.verify_rows])))
+        self.verify_key = repr((self.keys["verify"], self.target_maps, n_max))
+        self._lock = threading.Lock()
+
+    def _copy(self, n) -> None:
+        """Rows ``n`` (request counts) of every variant into the stacked tables."""
+        for v, rows in enumerate(self.verify_rows):
+            self._vg[v][:, n], self._vp[v][:, n] = rows.gpu[:, n], rows.pim[:, n]
+        self._have[n] = True
+
+    def verify_known(self) -> np.ndarray:
+        """Whether each request count's row of the verification tables is costed (a copy: a replica's own)."""
+        with self._lock:
+            return self._have.copy()
+
+    def fill_verify(self, n: int) -> None:
+        """Cost the verification tables' row of ``n`` requests (``RowTables.fill``) for the loop."""
+        with self._lock:
+            if not self._have[n]:  # another replica's may be read by its loop meanwhile: written once
+                for rows in self.verify_rows:
+                    rows.fill([n])
+                self._copy(n)
 
     def flat(self) -> tuple:
         """The tables as ``loop.run_replica`` takes them: draft (variant, n, ctx), verify (variant, q - 1, n,
@@ -186,11 +272,7 @@ class PassTables:
             return np.stack([t.gpu for t in tables]), np.stack([t.pim for t in tables])
 
         dg, dp = stack(self.draft, (0, 1, 2))
-        if self.verify:
-            vg = np.array([[t.gpu for t in row] for row in self.verify])
-            vp = np.array([[t.pim for t in row] for row in self.verify])
-        else:
-            vg = vp = np.zeros((0, 1, 1, 2))
+        vg, vp = self._vg, self._vp
         decg, decp = (self.decode.gpu, self.decode.pim) if self.decode else (np.zeros((1, 2)), np.zeros((1, 2)))
         pg, pp = stack(self.prefill, (0, 1, 2))
         fc_on_pim = np.array([m.get("fc") == "pim" for m in self.draft_maps] + [False], np.int64)

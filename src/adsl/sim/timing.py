@@ -137,17 +137,10 @@ class CostTable:
         pass reads a context below it (a request's context is at least its prompt), so the grid's points below
         it are not costed: NaN, which a read would carry into every sum (SADDLE's point at batch 128, prompts of
         128 tokens of 1,024: 8 of 69 points, an eighth of its verification tables' cost)."""
-        q = np.asarray(qs, dtype=float)[:, None, None]
-        n = np.arange(n_max + 1, dtype=float)[None, :, None]
-        ctx = np.arange(0.0, ctx_max + 2 * CTX_STEP, CTX_STEP)
-        lo = min(int(ctx_min // CTX_STEP), ctx.size - 2)  # the grid point at or below ctx_min: read from there up
-        c = batch_pass(model, system, n, q, ctx[None, None, lo:], mapping, micro_batching, copies)
-        parts = [c.time_s, c.energy_j, *c.busy_s.values(), *c.by_class_s.values()]
-        every = np.empty((q.size, len(parts), n.size, ctx.size))  # a table's quantities contiguous, one block
-        every[..., :lo] = np.nan
-        for k, a in enumerate(parts):
-            every[:, k, :, lo:] = a
-        return [cls.of(every[i, 0], every[i, 1:], c.busy_s, c.by_class_s) for i in range(q.size)]
+        every, devices, classes = cost_rows(
+            model, system, qs, mapping, micro_batching, np.arange(n_max + 1), ctx_max, copies, ctx_min
+        )
+        return [cls.of(every[i, 0], every[i, 1:], devices, classes) for i in range(len(every))]
 
     @classmethod
     def of(cls, time, stack, devices, classes) -> CostTable:
@@ -190,6 +183,24 @@ class CostTable:
         nb = len(self.busy_s)
         busy = {k: float(t) for k, t in zip(self.busy_s, total[1 : 1 + nb], strict=True)}
         return float(total[0]), busy, {k: float(t) for k, t in zip(self.by_class_s, total[1 + nb :], strict=True)}
+
+
+def cost_rows(model, system, qs, mapping, micro_batching, rows, ctx_max: float, copies: int = 1, ctx_min=0.0):
+    """``batch_pass`` at each tokens-per-request of ``qs``, each request count of ``rows`` and the context grid up to
+    ``ctx_max`` (NaN below the grid point at or below ``ctx_min``), as one block (tokens a request, quantity, row,
+    context) of the quantities ``CostTable.of`` takes, with the names of its devices and operator classes. Every
+    operation of the cost model is element-wise, so a row is the same whichever rows are costed with it."""
+    q = np.asarray(qs, dtype=float)[:, None, None]
+    n = np.asarray(rows, dtype=float)[None, :, None]
+    ctx = np.arange(0.0, ctx_max + 2 * CTX_STEP, CTX_STEP)
+    lo = min(int(ctx_min // CTX_STEP), ctx.size - 2)  # the grid point at or below ctx_min: read from there up
+    c = batch_pass(model, system, n, q, ctx[None, None, lo:], mapping, micro_batching, copies)
+    parts = [c.time_s, c.energy_j, *c.busy_s.values(), *c.by_class_s.values()]
+    every = np.empty((q.size, len(parts), n.size, ctx.size))  # a table's quantities contiguous, one block
+    every[..., :lo] = np.nan
+    for k, a in enumerate(parts):
+        every[:, k, :, lo:] = a
+    return every, list(c.busy_s), list(c.by_class_s)
 
 
 @njit(cache=True, nogil=True)
