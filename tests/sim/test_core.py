@@ -455,8 +455,8 @@ def _flat(dg, dp):
 
 
 def test_the_loop_key_tells_runs_apart_by_their_pass_costs_and_orders_untied_variants(pair, hw):
-    """``loop_key``: two setups alike but for the draft's placement cost different passes, so their keys
-    differ. ``tables_digest``: draft variants enter in a canonical order unless two of them cost the same
+    """``loop_key``: two setups alike but for the draft's placement, or the target's, cost different passes, so
+    their keys differ. ``tables_digest``: draft variants enter in a canonical order unless two of them cost the same
     somewhere on the grid (GPU + PIM seconds, rows of one request or more), where the loop's tie rule (the
     lower variant) makes their order count."""
     slots, ctx_max, prompt = 4, 200.0, 64.0
@@ -464,6 +464,11 @@ def test_the_loop_key_tells_runs_apart_by_their_pass_costs_and_orders_untied_var
     ta, tb = PassTables(a, pair, slots, ctx_max, prompt), PassTables(b, pair, slots, ctx_max, prompt)
     assert core.loop_key(a, ta, None) != core.loop_key(b, tb, None)
     assert core.loop_key(a, ta, None) == core.loop_key(a, ta, None, core.tables_digest(ta))
+    # the verification's tables enter by what they are built from (their rows are costed as runs ask): the same
+    # setup's tables built again give the same key, the target's attention placed elsewhere another
+    assert core.loop_key(a, PassTables(a, pair, slots, ctx_max, prompt), None) == core.loop_key(a, ta, None)
+    c = setup(hw, d=3, target_mapping=GPU, draft_mapping=GPU)
+    assert core.loop_key(c, PassTables(c, pair, slots, ctx_max, prompt), None) != core.loop_key(a, ta, None)
     idle = [[9.0, 9.0], [1.0, 2.0]]  # row 0 (no request) is never read
     untied = ([[idle[0], [1.0, 0.0]], [idle[0], [2.0, 1.0]]], [[idle[0], [1.0, 3.0]], [idle[0], [0.5, 1.0]]])
     tied = ([[idle[0], [1.0, 0.0]], [idle[0], [2.0, 1.0]]], [[idle[0], [1.0, 3.0]], [idle[0], [0.0, 1.0]]])
