@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adsl.settings import Continuous, MicroBatching
-from adsl.sim import core, loop, result, timing
+from adsl.sim import core, loop, result, tables, timing
 from adsl.sim.setup import SimError
 from adsl.sim.workload import Workload
 from tests.sim.builders import inputs, pim_sd, pooled, setup, uncompiled, use_loop
@@ -174,6 +174,36 @@ def test_a_run_ends_at_its_windows_end_with_the_drained_runs_logs_up_to_there(pa
         assert ended.event_emitted.sum() < out[r].sum() == drained.event_emitted.sum()
 
 
+def _forgetful(args, kw):
+    """The run of a replica that forgets every row it was given once it is given the next: it stops before each
+    verification of another count than the last, so every piece of the loop's state is kept across many stops."""
+    given, fill = [], tables.PassTables.fill_verify
+    mp = pytest.MonkeyPatch()
+    mp.setattr(tables.PassTables, "verify_known", lambda self: given.append(self._have & False) or given[-1])
+    mp.setattr(tables.PassTables, "fill_verify", lambda self, n: (fill(self, n), given[-1].fill(False)))
+    try:
+        return _run(args, kw | {"workers": 1})
+    finally:
+        mp.undo()
+
+
+@pytest.mark.parametrize("kind", ["SADDLE-p", "SADDLE-s", "SADDLE"])
+@pytest.mark.parametrize("stages", [1, 2])
+def test_a_run_that_stops_before_every_new_verification_count_ends_where_it_would(pair, hw, kind, stages):
+    """A closed loop that ends with its window counts its completions and keeps its latest event across every
+    stop for a row, also on a pipeline, whose passes may end out of order: it ends where the run on tables that
+    cost every row at once ends, every field to the bit (its stops come after requests have finished)."""
+    args, kw = _random_run(pair, hw, kind, "idle", "continuous", 2, 3, False, 0)
+    s = args[0]
+    args = (dataclasses.replace(s, system=s.system.replace(pipeline_stages=stages)), *args[1:])
+    every = core.pass_tables(*args, kw["serving"])
+    for n in range(every.n_max + 1):
+        every.fill_verify(n)
+    forgetful, whole = _forgetful(args, kw), _run(args, kw | {"tables": every})
+    for f in dataclasses.fields(whole):
+        _equal(getattr(forgetful, f.name), getattr(whole, f.name), f.name)
+
+
 @settings(max_examples=30, deadline=None)
 @given(
     st.sampled_from(KINDS),
@@ -188,19 +218,22 @@ def test_a_run_that_asks_for_its_verification_rows_runs_as_with_every_row(
 ):
     """The pool loop stops before a verification whose row of the tables it was not given, and goes on once it
     is costed (``PassTables.fill_verify``): its result is that of a run on tables that cost every row at once,
-    to the bit; the rows costed are the full pass's and those its verifications read."""
+    to the bit, also where it stops before every verification of a new count (a replica that forgets its rows);
+    the rows costed are the full pass's and those its verifications read."""
     args, kw = _random_run(pair, hw, kind, trigger, serving, mb, d, False, seed)
     every = core.pass_tables(*args, kw.get("serving"))
     for n in range(every.n_max + 1):
         every.fill_verify(n)
     asked = _run(args, kw)
     whole = _run(args, kw | {"tables": every})
-    if isinstance(asked, str) or isinstance(whole, str):
-        assert asked == whole
+    forgetful = _forgetful(args, kw)
+    if isinstance(asked, str) or isinstance(whole, str) or isinstance(forgetful, str):
+        assert asked == whole == forgetful
         return
     for f in dataclasses.fields(asked):
         _equal(getattr(asked, f.name), getattr(whole, f.name), f.name)
+        _equal(getattr(forgetful, f.name), getattr(whole, f.name), f.name)
     if args[0].pool_tokens and not isinstance(asked, str):
-        tables, reps = core.replica_logs(*args, kw.get("serving"))
+        built, reps = core.replica_logs(*args, kw.get("serving"))
         read = {int(n) for rep in reps for n in rep.pass_n[rep.pass_table == loop.TABLES.index("verify")]}
-        assert set(np.flatnonzero(tables.verify_known()).tolist()) == read | {tables.n_max}
+        assert set(np.flatnonzero(built.verify_known()).tolist()) == read | {built.n_max}

@@ -57,7 +57,7 @@ INNER = {"cache": True, "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
 # (_nrt=False): their callers hold every array they are handed, and numba's count of each on entry and exit was
 # the loops' commonest (AD's loop 25 %, SD's 15 % faster; docs/simulator.md, twenty-fifth session). So are the
 # pass bookers and draft_chain (its step buffers in the machines) and the pool's helpers (their buffers from
-# pool_buffers); with the narrow streams (core.narrow) AD 2.3x, SD and PIM-SD 1.6x faster (twenty-sixth session).
+# pool_state); with the narrow streams (core.narrow) AD 2.3x, SD and PIM-SD 1.6x faster (twenty-sixth session).
 # numba compiles what such a function calls without reference counting too, so nothing below one may allocate.
 
 
