@@ -14,7 +14,7 @@ from adsl.sim import loop
 from adsl.sim.core import pass_tables, replica_logs, simulate_core
 from adsl.sim.result import account
 from adsl.sim.setup import PREFILL_MAPPING, SimError
-from adsl.sim.tables import Layout, PassTable, PassTables, RowTables, flip
+from adsl.sim.tables import ROWS_APART, Layout, PassTable, PassTables, RowTables, flip
 from adsl.sim.timing import CTX_STEP
 from adsl.sim.workload import Workload
 from tests.sim.builders import GPU, PIM, pooled, setup, streams
@@ -186,24 +186,50 @@ def test_verification_rows_costed_apart_hold_the_whole_tables_values_to_the_bit(
         assert not got.table.stack[:, ~done].any() and not got.gpu[~done].any()
 
 
+def test_a_pool_set_costs_the_full_pass_at_once_then_rows_as_asked_then_the_rest_at_once(pair, hw):
+    """A Shared Pool's set whose runs ask for rows costs the full pass's verification row at once, then each row
+    asked for alone, and at the row after ``ROWS_APART`` every row left; each ask returns the rows costed by then.
+    A micro-batch set, and a set whose runs do not ask (an open loop's), cost every row at once."""
+    s = dataclasses.replace(pooled(hw, True, pool=64), dynamic=True)
+    tables = PassTables(s, pair, 12, 300.0, 63.6, asks=True)
+    assert np.flatnonzero(tables.verify_known()).tolist() == [12]
+    costed = [[3, 12], [3, 7, 12], [3, 7, 12], [1, 3, 7, 12], [1, 3, 7, 9, 12], [1, 3, 7, 9, 12]]
+    assert ROWS_APART == 4
+    for n, want in zip([3, 7, 3, 1, 9, 12], costed, strict=True):
+        got = tables.fill_verify(n)
+        assert np.flatnonzero(got).tolist() == want and np.flatnonzero(tables.verify_known()).tolist() == want
+    assert tables.fill_verify(5).all()
+    _, _, vg, vp, *_ = tables.flat()
+    whole = PassTables(s, pair, 12, 300.0, 63.6, asks=True)
+    for n in range(13):
+        whole.fill_verify(n)
+    np.testing.assert_array_equal(vg, whole.flat()[2])
+    np.testing.assert_array_equal(vp, whole.flat()[3])
+    assert PassTables(setup(hw, mb=2), pair, 12, 300.0, 63.6, asks=True).verify_known().all()  # no pool: unasked
+    assert PassTables(s, pair, 12, 300.0, 63.6).verify_known().all()  # not asked for (an open loop's)
+
+
 def test_a_pool_run_costs_the_rows_it_reads_and_its_accounting_refuses_rows_never_costed(pair, hw):
-    """SADDLE on an open loop verifies passes of many sizes: its tables start with the full pass's row and end
-    with the rows its verifications read, each copied into what the loop reads. Accounting the same log against
-    tables that never costed those rows is an error, not a sum of zeros."""
+    """SADDLE on a closed loop that takes whatever entries are ready verifies passes of several sizes: its tables
+    start with the full pass's row and cost the rows its verifications read (past ``ROWS_APART``, all), each copied
+    into what the loop reads. Accounting the same log against tables that never costed those rows is an error, not
+    a sum of zeros. An open loop's tables cost every row at once."""
     s = dataclasses.replace(pooled(hw, True, "idle", pool=64), dynamic=True)
-    conf, later, acc, out, lengths = _inputs(5, 1, 12)
-    arrivals = np.cumsum(np.random.default_rng(5).exponential(0.05, (1, 12)), axis=1)
-    work = Workload(np.full((1, 12), 64.0), out, acc, lengths, conf, later, arrivals)
+    conf, later, acc, out, lengths = _inputs(5, 1, 24)
+    work = Workload(np.full((1, 24), 64.0), out, acc, lengths, conf, later)
     serving = Continuous(6, 2, True)
     tables, (rep,) = replica_logs(s, pair, work, serving)
     read = set(rep.pass_n[rep.pass_table == loop.TABLES.index("verify")].tolist())
-    assert len(read) > 2 and set(np.flatnonzero(tables.verify_known()).tolist()) == read | {6}
+    costed = set(np.flatnonzero(tables.verify_known()).tolist())
+    assert 2 < len(read) <= ROWS_APART and costed == read | {6}
     _, _, vg, vp, *_ = tables.flat()
     for v, rows in enumerate(tables.verify_rows):
         np.testing.assert_array_equal(vg[v][:, sorted(read)], rows.gpu[:, sorted(read)])
         np.testing.assert_array_equal(vp[v][:, sorted(read)], rows.pim[:, sorted(read)])
     with pytest.raises(RuntimeError, match="rows of its tables never costed"):
         account(pass_tables(s, pair, work, serving), rep, serving)
+    arrivals = np.cumsum(np.random.default_rng(5).exponential(0.05, (1, 24)), axis=1)
+    assert pass_tables(s, pair, dataclasses.replace(work, arrivals=arrivals), serving).verify_known().all()
 
 
 def test_a_run_costs_passes_up_to_its_largest_micro_batch_or_every_slot_on_a_shared_pool(pair, hw):

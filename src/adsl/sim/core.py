@@ -91,12 +91,14 @@ def pass_tables(
     setup: Setup, pair: Pair, workload: Workload, serving: Continuous | None = None, reuse: Sequence[PassTables] = ()
 ) -> PassTables:
     """The pass costs a run of ``workload`` reads: from the shortest prompt up to the longest context it can reach
-    and the most requests a pass serves, at its mean prompt (``reuse``: see ``PassTables``)."""
+    and the most requests a pass serves, at its mean prompt (``reuse``: see ``PassTables``); a closed loop on a Shared
+    Pool asks for its verification rows as it reads them."""
     prompt, out = workload.prompt_len, workload.output_len
     slots = out.shape[1] if serving is None else serving.slots
     ctx_max = float(prompt.max() + out.max() + 4 * setup.draft_length + 4)
     n_max, mean = most_requests(setup, slots), float(prompt.mean())
-    return PassTables(setup, pair, n_max, ctx_max, mean, reuse, ctx_min=float(prompt.min()))
+    asks = workload.arrivals is None  # an open loop verifies most request counts (``PassTables``)
+    return PassTables(setup, pair, n_max, ctx_max, mean, reuse, ctx_min=float(prompt.min()), asks=asks)
 
 
 def tables_digest(tables: PassTables) -> str:

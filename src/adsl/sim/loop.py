@@ -1160,9 +1160,9 @@ def run_replica(
     completions after which the run may end (``NEVER``: it runs until every request has finished): it ends once
     every event up to the time of that completion, and every pass that starts by then, is in ``logs``, which
     hold then exactly what the whole run's hold up to that time. ``rows``: (known, fill): the request counts
-    whose rows of the verification tables are costed, and a function that costs the row of a count; the pool
-    loop asks for the rows it reads as it goes (the micro-batch loop reads rows it is given). Returns the
-    counters and the per-request times (admitted, first token, done).
+    whose rows of the verification tables are costed, and a function that costs the row of a count and returns
+    the counts costed by then; the pool loop asks for the rows it reads as it goes (the micro-batch loop reads
+    rows it is given). Returns the counters and the per-request times (admitted, first token, done).
 
     Plain Python: it sets the state up and calls the mode's compiled loop (each releases the GIL). Compiled, it
     linked every mode's loop into one more module that LLVM optimised and turned into machine code again: about
@@ -1202,6 +1202,5 @@ def run_replica(
                 rule, complete, stop, mach, lay, tab, logs, counts, times, rq, slots, starts, stops, state, known
             )
         ) >= 0:
-            fill(n)
-            known[n] = True
+            known[:] = fill(n)
     return counts, times

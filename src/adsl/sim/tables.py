@@ -133,6 +133,12 @@ class RowTables:
                 self._put(rows, every, devices, classes)
 
 
+# verification rows a set costs one at a time as runs ask for them; at the next it costs every row left at once. A row
+# alone costs about a twentieth of SADDLE's whole table at batch 128 (numpy's cost per call), and a closed loop reads
+# one to three rows (docs/simulator.md); an open loop, whose passes serve however many requests have arrived, most.
+ROWS_APART = 4
+
+
 def flip(mapping: dict, family: str) -> dict:
     """``mapping`` with operator ``family`` on the other device."""
     return {**mapping, family: "pim" if mapping.get(family) == "gpu" else "gpu"}
@@ -153,6 +159,7 @@ class PassTables:
         reuse: Sequence[PassTables] = (),
         workers: int | None = None,
         ctx_min: float = 0.0,
+        asks: bool = False,
     ):
         """Tables for passes of 0 .. ``n_max`` requests (``adsl.sim.core.pass_tables``: a micro-batch's slots, or
         every slot on a Shared Pool). ``reuse``: tables built before (the search's other candidates, the
@@ -161,7 +168,10 @@ class PassTables:
         from it (its first rows where it has more), not built again; candidates that differ in the pool trigger
         differ in no table, and systems on the same hardware share their prefill and the mappings they have in
         common. ``workers``: tables built at once, one thread each (default ``cpus()``); the tables do not
-        depend on it. ``ctx_min``: the least context a pass reads (the shortest prompt; ``CostTable.build_each``)."""
+        depend on it. ``ctx_min``: the least context a pass reads (the shortest prompt; ``CostTable.build_each``).
+        ``asks``: a Shared Pool's runs ask for the verification rows they read (``fill_verify``), so only the full
+        pass's is costed at once; otherwise (a micro-batch loop, which reads its rows unasked; an open loop, whose
+        passes serve however many requests have arrived, so most counts) every row."""
         s, sd = setup.system, setup.decoding == "sd"
         d = setup.draft_length
         pim_weights = s.weights_in == "pim"
@@ -198,9 +208,9 @@ class PassTables:
             self.by_mapping[tag] = got
 
         p, copies = PREFILL_MAPPING, setup.draft_copies
-        # the verification rows costed at once: a micro-batch loop reads its rows unasked, so all of them; the pool
-        # loop asks for each row it reads (``adsl.sim.loop.pool_loop``), so the full pass's, which it reads the most
-        first = [n_max] if setup.pool_tokens else range(n_max + 1)
+        # the verification rows costed at once: where the pool loop asks for each row it reads
+        # (``adsl.sim.loop.pool_loop``) the full pass's, which a closed loop reads the most; otherwise all of them
+        first = [n_max] if asks and setup.pool_tokens else range(n_max + 1)
         if sd:
             qs = range(1, d + 2)
             for m in self.target_maps:
@@ -240,7 +250,7 @@ class PassTables:
         if sd:
             self._copy(np.flatnonzero(np.logical_and.reduce([r.have[: n_max + 1] for r in self.verify_rows])))
         self.verify_key = repr((self.keys["verify"], self.target_maps, n_max))
-        self._lock = threading.Lock()
+        self._lock, self._asked = threading.Lock(), 0
 
     def _copy(self, n) -> None:
         """Rows ``n`` (request counts) of every variant into the stacked tables."""
@@ -253,13 +263,18 @@ class PassTables:
         with self._lock:
             return self._have.copy()
 
-    def fill_verify(self, n: int) -> None:
-        """Cost the verification tables' row of ``n`` requests (``RowTables.fill``) for the loop."""
+    def fill_verify(self, n: int) -> np.ndarray:
+        """Cost the verification tables' row of ``n`` requests (``RowTables.fill``) for the loop; past ``ROWS_APART``
+        rows asked for, every row left at once. Returns the rows costed by then (``verify_known``): each was written
+        before this call took the lock, so the replica that asked may read them all."""
         with self._lock:
             if not self._have[n]:  # another replica's may be read by its loop meanwhile: written once
+                self._asked += 1
+                ask = [n] if self._asked <= ROWS_APART else np.flatnonzero(~self._have)
                 for rows in self.verify_rows:
-                    rows.fill([n])
-                self._copy(n)
+                    rows.fill(ask)
+                self._copy(ask)
+            return self._have.copy()
 
     def flat(self) -> tuple:
         """The tables as ``loop.run_replica`` takes them: draft (variant, n, ctx), verify (variant, q - 1, n,
