@@ -200,9 +200,7 @@ def test_a_pool_set_costs_the_full_pass_at_once_then_rows_as_asked_then_the_rest
         assert np.flatnonzero(got).tolist() == want and np.flatnonzero(tables.verify_known()).tolist() == want
     assert tables.fill_verify(5).all()
     _, _, vg, vp, *_ = tables.flat()
-    whole = PassTables(s, pair, 12, 300.0, 63.6, asks=True)
-    for n in range(13):
-        whole.fill_verify(n)
+    whole = PassTables(s, pair, 12, 300.0, 63.6)  # every row at once
     np.testing.assert_array_equal(vg, whole.flat()[2])
     np.testing.assert_array_equal(vp, whole.flat()[3])
     assert PassTables(setup(hw, mb=2), pair, 12, 300.0, 63.6, asks=True).verify_known().all()  # no pool: unasked

@@ -42,7 +42,10 @@ def _run(args, kw, plain=None):
 
 def _equal(a, b, path=""):
     """Every field of two RunResults, to the bit (NaN equal to NaN)."""
-    if isinstance(a, dict):
+    if dataclasses.is_dataclass(a):
+        for f in dataclasses.fields(a):
+            _equal(getattr(a, f.name), getattr(b, f.name), f"{path}.{f.name}")
+    elif isinstance(a, dict):
         assert a.keys() == b.keys(), path
         for k in a:
             _equal(a[k], b[k], f"{path}.{k}")
@@ -57,6 +60,15 @@ def _equal(a, b, path=""):
 
 
 KINDS = ["AD", "SD", "PIM-SD", "SADDLE-p", "SADDLE-s", "SADDLE"]
+# what a random run draws (``_random_run``): system kind, pool trigger, serving, micro-batches, d, seed
+KIND, TRIGGER, MB, D, SEED = (
+    st.sampled_from(KINDS),
+    st.sampled_from(["complete", "idle"]),
+    st.integers(1, 3),
+    st.integers(1, 5),
+    st.integers(0, 2**31),
+)
+SERVING = st.sampled_from(["static", "continuous", "drained", "open"])
 
 
 def _case(hw, kind, trigger, mb, d):
@@ -70,23 +82,14 @@ def _case(hw, kind, trigger, mb, d):
 
 
 @settings(max_examples=30, deadline=None)
-@given(
-    st.sampled_from(KINDS),
-    st.sampled_from(["complete", "idle"]),
-    st.sampled_from(["static", "continuous", "drained", "open"]),
-    st.integers(1, 3),
-    st.integers(1, 5),
-    st.booleans(),
-    st.integers(0, 2**31),
-)
+@given(KIND, TRIGGER, SERVING, MB, D, st.booleans(), SEED)
 def test_compiled_equals_uncompiled(pair, hw, plain, kind, trigger, serving, mb, d, flagged, seed):
     args, kw = _random_run(pair, hw, kind, trigger, serving, mb, d, flagged, seed)
     fast, slow = _run(args, kw), _run(args, kw, plain)
     if isinstance(fast, str) or isinstance(slow, str):
         assert fast == slow
         return
-    for f in dataclasses.fields(fast):
-        _equal(getattr(fast, f.name), getattr(slow, f.name), f.name)
+    _equal(fast, slow)
 
 
 def _random_run(pair, hw, kind, trigger, serving, mb, d, flagged, seed):
@@ -115,14 +118,7 @@ RUN_TOTALS = ("window", "pool", "placement", "timelines")
 
 
 @settings(max_examples=40, deadline=None)
-@given(
-    st.sampled_from(KINDS),
-    st.sampled_from(["complete", "idle"]),
-    st.integers(1, 3),
-    st.integers(1, 5),
-    st.booleans(),
-    st.integers(0, 2**31),
-)
+@given(KIND, TRIGGER, MB, D, st.booleans(), SEED)
 def test_a_run_that_ends_with_its_window_gives_the_drained_runs_results(pair, hw, kind, trigger, mb, d, flag, seed):
     args, kw = _random_run(pair, hw, kind, trigger, "drained", mb, d, flag, seed)
     drained = _run(args, kw)
@@ -174,6 +170,14 @@ def test_a_run_ends_at_its_windows_end_with_the_drained_runs_logs_up_to_there(pa
         assert ended.event_emitted.sum() < out[r].sum() == drained.event_emitted.sum()
 
 
+def _every_row(args, kw):
+    """The run's pass tables with every verification row costed."""
+    every = core.pass_tables(*args, kw.get("serving"))
+    for n in range(every.n_max + 1):
+        every.fill_verify(n)
+    return every
+
+
 def _forgetful(args, kw):
     """The run of a replica that forgets every row it was given once it is given the next: it stops before each
     verification of another count than the last, so every piece of the loop's state is kept across many stops."""
@@ -196,23 +200,11 @@ def test_a_run_that_stops_before_every_new_verification_count_ends_where_it_woul
     args, kw = _random_run(pair, hw, kind, "idle", "continuous", 2, 3, False, 0)
     s = args[0]
     args = (dataclasses.replace(s, system=s.system.replace(pipeline_stages=stages)), *args[1:])
-    every = core.pass_tables(*args, kw["serving"])
-    for n in range(every.n_max + 1):
-        every.fill_verify(n)
-    forgetful, whole = _forgetful(args, kw), _run(args, kw | {"tables": every})
-    for f in dataclasses.fields(whole):
-        _equal(getattr(forgetful, f.name), getattr(whole, f.name), f.name)
+    _equal(_forgetful(args, kw), _run(args, kw | {"tables": _every_row(args, kw)}))
 
 
 @settings(max_examples=30, deadline=None)
-@given(
-    st.sampled_from(KINDS),
-    st.sampled_from(["complete", "idle"]),
-    st.sampled_from(["static", "continuous", "drained", "open"]),
-    st.integers(1, 3),
-    st.integers(1, 5),
-    st.integers(0, 2**31),
-)
+@given(KIND, TRIGGER, SERVING, MB, D, SEED)
 def test_a_run_that_asks_for_its_verification_rows_runs_as_with_every_row(
     pair, hw, kind, trigger, serving, mb, d, seed
 ):
@@ -222,19 +214,13 @@ def test_a_run_that_asks_for_its_verification_rows_runs_as_with_every_row(
     the rows costed are the full pass's and those its verifications read, or every row once more than
     ``ROWS_APART`` were asked for (an open loop's: every row at once)."""
     args, kw = _random_run(pair, hw, kind, trigger, serving, mb, d, False, seed)
-    every = core.pass_tables(*args, kw.get("serving"))
-    for n in range(every.n_max + 1):
-        every.fill_verify(n)
-    asked = _run(args, kw)
-    whole = _run(args, kw | {"tables": every})
-    forgetful = _forgetful(args, kw)
+    asked, whole, forgetful = _run(args, kw), _run(args, kw | {"tables": _every_row(args, kw)}), _forgetful(args, kw)
     if isinstance(asked, str) or isinstance(whole, str) or isinstance(forgetful, str):
         assert asked == whole == forgetful
         return
-    for f in dataclasses.fields(asked):
-        _equal(getattr(asked, f.name), getattr(whole, f.name), f.name)
-        _equal(getattr(forgetful, f.name), getattr(whole, f.name), f.name)
-    if args[0].pool_tokens and not isinstance(asked, str):
+    _equal(asked, whole)
+    _equal(forgetful, whole)
+    if args[0].pool_tokens:
         built, reps = core.replica_logs(*args, kw.get("serving"))
         read = {int(n) for rep in reps for n in rep.pass_n[rep.pass_table == loop.TABLES.index("verify")]}
         costed = set(np.flatnonzero(built.verify_known()).tolist())

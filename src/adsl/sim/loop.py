@@ -839,7 +839,7 @@ W_TOKENS, W_PART, W_ENDS, W_CTX, W_EAGER_END, W_RELEASES, W_FREE, W_LATE, W_MB, 
 def pool_state(n_slots, n_groups, d):
     """What the pool loop keeps from one call to the next (``pool_loop``): each slot's entry (ready, offered,
     full), its buffers (``W_*``) for ``n_slots`` slots in ``n_groups`` micro-batches and entries of up to ``d``
-    tokens, the slots of a pass, their wanted and admitted tokens, and where the loop stopped (``P_*``). Plain
+    tokens, the slots of a pass, their wanted and admitted tokens, and where the loop stopped (``P_FIELDS``). Plain
     Python, called once a replica."""
     i, f, b = np.zeros(n_slots, np.int64), np.zeros(n_slots), np.zeros(n_slots, np.bool_)
     cut, hist, grid = np.zeros((3, n_slots * d + 2)), np.zeros(BINS + 1, np.int64), np.zeros((n_slots, max(d, 1)))
