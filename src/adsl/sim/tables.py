@@ -100,7 +100,7 @@ class RowTables:
         self._lock = threading.Lock()
         self.have = np.zeros(n_max + 1, np.bool_)  # the rows costed
         rows = np.asarray(rows, np.int64)
-        every, devices, classes = cost_rows(model, system, qs, mapping, MicroBatching(), rows, ctx_max, 1, ctx_min)
+        every, devices, classes = self._cost(rows)
         if np.array_equal(rows, np.arange(n_max + 1)):  # every row at once: the block is the tables
             self.every = every
         else:  # rows not yet costed hold zeros: a zeroed block's pages are not written until costed (a NaN fill
@@ -112,6 +112,11 @@ class RowTables:
             for i in range(len(qs))
         ]
         self._put(rows, every, devices, classes)
+
+    def _cost(self, rows) -> tuple:
+        """``cost_rows`` of request counts ``rows``: (block, devices, classes)."""
+        model, system, qs, mapping, ctx_max, ctx_min = self._build
+        return cost_rows(model, system, qs, mapping, MicroBatching(), rows, ctx_max, 1, ctx_min)
 
     def _put(self, rows, every, devices, classes) -> None:
         if every is not self.every:
@@ -126,11 +131,7 @@ class RowTables:
             rows = np.asarray(rows, np.int64)
             rows = np.unique(rows[~self.have[rows]])
             if rows.size:
-                model, system, qs, mapping, ctx_max, ctx_min = self._build
-                every, devices, classes = cost_rows(
-                    model, system, qs, mapping, MicroBatching(), rows, ctx_max, 1, ctx_min
-                )
-                self._put(rows, every, devices, classes)
+                self._put(rows, *self._cost(rows))
 
 
 # verification rows a set costs one at a time as runs ask for them; at the next it costs every row left at once. A row
