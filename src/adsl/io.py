@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import io
 import os
 import re
 import tempfile
@@ -39,6 +40,14 @@ def atomic_path(path: str | Path):
             os.unlink(tmp)
 
 
+FLOAT_FORMAT = "%.6g"  # every table's numbers as written: six significant digits
+
+
 def write_csv(df: pd.DataFrame, path: str | Path) -> None:
     with atomic_path(path) as tmp:
-        df.to_csv(tmp, index=False, float_format="%.6g", lineterminator="\n")
+        df.to_csv(tmp, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+
+
+def as_written(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` as ``write_csv`` writes it and pandas reads it back (numbers rounded as written)."""
+    return pd.read_csv(io.StringIO(df.to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n")))
