@@ -169,6 +169,21 @@ def _differences(new: pd.DataFrame, old: pd.DataFrame) -> str:
     return ", ".join(worst)
 
 
+def _content(path: Path):
+    """A written table's content: a CSV's bytes; a Parquet file's Arrow table without its metadata (pandas
+    writes its own version there)."""
+    if path.suffix != ".parquet":
+        return path.read_bytes()
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path).replace_schema_metadata(None).combine_chunks()
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
 def compare(new: dict[str, pd.DataFrame], golden: Path) -> dict[str, tuple[bool, str]]:
     """Per table: (identical to the bit as written, what differs)."""
     report = {}
@@ -176,10 +191,18 @@ def compare(new: dict[str, pd.DataFrame], golden: Path) -> dict[str, tuple[bool,
         for name, df in new.items():
             path = _written(name, df, Path(tmp))
             old = golden / name
-            same = path.read_bytes() == old.read_bytes()
+            same = _content(path) == _content(old)
             read = pd.read_parquet if path.suffix == ".parquet" else pd.read_csv
             report[name] = (same, "" if same else _differences(read(path), read(old)))
     return report
+
+
+def same_numerics(kind: dict) -> bool:
+    """Whether this machine computes as ``kind`` did: any x86-64 processor (the golden set is the same to
+    the bit on an AVX-512 Xeon, an AVX-512 Zen 4 and an AVX2-only Zen 3: docs/testing.md) with the same
+    numpy and scipy."""
+    here = machine()
+    return all(here.get(k) == kind.get(k) for k in ("machine", "numpy", "scipy")) and here["machine"] == "x86_64"
 
 
 def machines() -> list[dict]:
