@@ -10,7 +10,7 @@ import re
 import sys
 from pathlib import Path
 
-from adsl.errors import AdslError, ConfigError
+from adsl.errors import AdslError, ConfigError, shorten
 
 # Runtimes with public measurements to refit them to: anchor file under anchors_dir, and its fit.
 CALIBRATED = {"gpt-fast": "gpu_decode.csv", "eager": "eager_decode.csv"}
@@ -18,15 +18,49 @@ SNAKEMAKE = "snakemake {} --cores 2"
 
 
 # -- argument types: argparse turns ArgumentTypeError into "argument --x: <message>" and exit status 2
-def positive_int(text: str) -> int:
-    """A count (requests, tokens): an integer >= 1."""
+# the configuration schema's bounds: batches up to 1024 (beyond any serving engine's max_num_seqs) and
+# sequences up to 131,072 tokens (the longest context of the catalogue's models)
+MAX_BATCH, MAX_TOKENS = 1024, 131_072
+
+
+def positive_int(text: str, most: int = MAX_TOKENS) -> int:
+    """A count (requests, tokens): an integer in [1, most]."""
     try:
-        value = int(text)
+        value = int(text) if len(text) <= 20 else None
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer; must be an integer >= 1") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is out of range; must be an integer >= 1")
+        value = None
+    if value is None:
+        raise argparse.ArgumentTypeError(f"{shorten(repr(text), 60)} is not an integer; must be in [1, {most}]")
+    if not 1 <= value <= most:
+        raise argparse.ArgumentTypeError(f"{value} is out of range; must be an integer in [1, {most}]")
     return value
+
+
+def batch_size(text: str) -> int:
+    """Requests in a batch: an integer in [1, MAX_BATCH]."""
+    return positive_int(text, MAX_BATCH)
+
+
+def output_folder(text: str) -> str:
+    """A folder to write into: not empty (an empty path would mean the working directory's root for some
+    tools and the filesystem's for others), not an existing file."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path; give a folder (it is made if missing)")
+    if Path(text).exists() and not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{shorten(text, 200)!r} is a file; give a folder")
+    return text
+
+
+def output_file(text: str) -> str:
+    """A file to write: not empty, not an existing folder, in a folder that exists."""
+    path = Path(text)
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path; give a file path")
+    if path.is_dir() or text.endswith(("/", "\\")):
+        raise argparse.ArgumentTypeError(f"{shorten(text, 200)!r} is a folder; give a file path in it")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"no folder {shorten(str(path.parent), 200)!r}; make it first")
+    return text
 
 
 def profile_name(text: str) -> str:
@@ -168,8 +202,7 @@ def cmd_figure(args) -> int:
 
 
 def cmd_calibrate(args) -> int:
-    import pandas as pd
-
+    from adsl.figures.validation import read_anchor
     from adsl.perf.runtime_fit import fit_eager_runtime, fit_runtime
 
     ws = _ws(args)
@@ -177,7 +210,7 @@ def cmd_calibrate(args) -> int:
     csv = ws.path(ws.settings.anchors_dir) / CALIBRATED[args.runtime]
     if not csv.is_file():
         raise ConfigError(args.config, "anchors_dir", f"{csv} not found; the {args.runtime} runtime is fitted to it")
-    anchors = pd.read_csv(csv)
+    anchors = read_anchor(csv)
     try:  # the anchor file is user data: a model it names or too few 'fit' rows is its error, not ours
         if args.runtime == "eager":
             rows = anchors[anchors["use"] == "fit"]
@@ -260,12 +293,14 @@ def parser() -> argparse.ArgumentParser:
     t = _command(sub, "table", "compute a registered table")
     t.lazy_epilog = lambda: _builtin("table")
     t.add_argument("name", help="table name (listed below)")
-    t.add_argument("-o", "--output", help="CSV path (default: print)")
+    t.add_argument("-o", "--output", type=output_file, help="CSV path (default: print)")
     t.set_defaults(func=cmd_table)
     f = _command(sub, "figure", "render a registered figure (PDF and PNG)")
     f.lazy_epilog = lambda: _builtin("figure")
     f.add_argument("name", help="figure name (listed below)")
-    f.add_argument("--outdir", default="figures", help="folder for <name>.pdf and <name>.png [%(default)s]")
+    f.add_argument(
+        "--outdir", type=output_folder, default="figures", help="folder for <name>.pdf and <name>.png [%(default)s]"
+    )
     f.set_defaults(func=cmd_figure)
     c = _command(sub, "calibrate", "refit a runtime's overheads to its public decode measurements")
     c.add_argument(
@@ -282,16 +317,21 @@ def parser() -> argparse.ArgumentParser:
         type=profile_name,
         help="profile folder name: letters, digits, '.', '_', '-', no '..' (default: profiling.name of the config)",
     )
-    s.add_argument("--out", help="folder (default: data/profiles/<name>.partial)")
+    s.add_argument("--out", type=output_folder, help="folder (default: data/profiles/<name>.partial)")
     s.set_defaults(func=cmd_snapshot)
     k = _command(sub, "cost", "time (ms) and energy (J) of one forward pass, per operator")
     k.add_argument("--model", required=True, help="model of the models catalogue (`adsl check` lists them)")
     k.add_argument("--system", required=True, help="system of the hardware catalogue (`adsl check` lists them)")
-    k.add_argument("--batch", type=positive_int, default=1, help="requests in the batch, >= 1 [%(default)s]")
+    k.add_argument("--batch", type=batch_size, default=1, help=f"requests in the batch, 1 to {MAX_BATCH} [%(default)s]")
     k.add_argument(
-        "--tokens", type=positive_int, default=1, help="new tokens per request, >= 1 (d + 1 to verify d) [%(default)s]"
+        "--tokens",
+        type=positive_int,
+        default=1,
+        help=f"new tokens per request, 1 to {MAX_TOKENS} (d + 1 to verify d) [%(default)s]",
     )
-    k.add_argument("--context", type=positive_int, default=1024, help="cached tokens per request, >= 1 [%(default)s]")
+    k.add_argument(
+        "--context", type=positive_int, default=1024, help=f"cached tokens per request, 1 to {MAX_TOKENS} [%(default)s]"
+    )
     k.set_defaults(func=cmd_cost)
     return p
 
@@ -301,8 +341,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except AdslError as exc:  # bad input a user can fix: its message alone
-        print(f"adsl: error: {exc}", file=sys.stderr)
+        print(f"adsl: error: {shorten(exc, 1000)}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a folder that cannot be written, a full disk: the file and the reason
+        print(f"adsl: error: {shorten(exc.filename or '', 200)}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -14,9 +14,18 @@ from typing import Any
 import jsonschema
 import yaml
 
-from adsl.errors import ConfigError
+from adsl.errors import ConfigError, shorten
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+# Sizes a configuration or catalogue file may have, checked before any walk over its values (the NaN
+# check, the schema, defaults): YAML aliases let a 400-byte file stand for billions of values. The shipped
+# configuration has about 900 values, 22 entries in its longest list or mapping and 53 characters in its
+# longest string; the bounds leave a user's sweep 100 times that room.
+MAX_VALUES = 100_000  # values in one file, every alias expanded
+MAX_ITEMS = 10_000  # entries of one list or mapping
+MAX_TEXT = 4_096  # characters of one string or key (PATH_MAX: the longest is a path)
+MAX_DEPTH = 64  # lists and mappings nested in each other
+MAX_BYTES = 4_000_000  # one file: 100,000 values of 40 characters
 SCHEMA_PATH = PACKAGE_ROOT / "config" / "schema.yaml"
 CATALOGUE_SCHEMA_PATH = PACKAGE_ROOT / "config" / "catalogue.schema.yaml"
 
@@ -50,22 +59,90 @@ class StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
         return super().construct_mapping(node, deep)
 
 
+def check_size(instance: Any, file: str) -> None:
+    """Refuse ``instance`` (parsed YAML: lists, mappings, scalars) beyond ``MAX_VALUES`` values with aliases
+    expanded, a list or mapping beyond ``MAX_ITEMS`` entries, a string beyond ``MAX_TEXT`` characters or a
+    nesting beyond ``MAX_DEPTH``. Shared parts (YAML aliases) are counted at every use but walked once."""
+    sizes: dict[int, int] = {}
+
+    def walk(x: Any, path: tuple, depth: int) -> int:
+        where = ".".join(map(str, path))
+        if isinstance(x, str) and len(x) > MAX_TEXT:
+            raise ConfigError(file, where, f"a string of {len(x):,} characters; allowed: at most {MAX_TEXT:,}")
+        if not isinstance(x, dict | list):
+            return 1
+        if id(x) in sizes:
+            if sizes[id(x)] < 0:
+                raise ConfigError(file, where, "refers to itself (a recursive YAML alias); allowed: a finite tree")
+            return sizes[id(x)]
+        if depth > MAX_DEPTH:
+            raise ConfigError(file, where, f"lists and mappings nested {depth} deep; allowed: at most {MAX_DEPTH}")
+        if len(x) > MAX_ITEMS:
+            raise ConfigError(file, where, f"{len(x):,} entries; allowed: at most {MAX_ITEMS:,}")
+        sizes[id(x)] = -1  # being walked
+        total = 1
+        for key, value in x.items() if isinstance(x, dict) else enumerate(x):
+            total += walk(key, (*path, key), depth + 1) + walk(value, (*path, key), depth + 1)
+            if total > MAX_VALUES:
+                raise ConfigError(
+                    file, where, f"more than {MAX_VALUES:,} values with YAML aliases expanded; allowed: at most that"
+                )
+        sizes[id(x)] = total
+        return total
+
+    walk(instance, (), 0)
+
+
 def read_yaml(path: str | Path) -> Any:
-    """A YAML file's content (safe types only); a duplicate key or a syntax error names file and line."""
+    """A YAML file's content (safe types only), within the size bounds (``check_size``); a duplicate key or
+    a syntax error names file and line."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(str(path), "", "file not found")
+    if path.stat().st_size > MAX_VALUES * MAX_TEXT // 100:
+        raise ConfigError(
+            str(path), "", f"{path.stat().st_size:,} bytes; allowed: a configuration file of at most 4 MB"
+        )
     with path.open() as fh:
         try:
-            return yaml.load(fh, Loader=StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+            content = yaml.load(fh, Loader=StrictLoader)  # noqa: S506 (a SafeLoader subclass)
         except DuplicateKey as exc:
             raise ConfigError(str(path), str(exc.key), f"{exc.problem}: YAML keeps only the last; remove one") from exc
-        except yaml.YAMLError as exc:
-            raise ConfigError(str(path), "", f"not valid YAML: {exc}") from exc
+        except yaml.YAMLError as exc:  # where and what, never the file's text (it may be any file)
+            mark = getattr(exc, "problem_mark", None)
+            at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            problem = getattr(exc, "problem", None) or type(exc).__name__
+            raise ConfigError(str(path), "", f"not valid YAML: {problem}{at}") from None
+        except RecursionError:
+            raise ConfigError(str(path), "", f"nested too deeply; allowed: at most {MAX_DEPTH} levels") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(str(path), "", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    check_size(content, str(path))
+    return content
 
 
 def _field(error: jsonschema.ValidationError) -> str:
     return ".".join(str(p) for p in error.absolute_path)
+
+
+def _describe(instance: Any) -> str:
+    """A value for a message: itself when short, else what it is (a file's whole content is never echoed)."""
+    text = repr(instance)
+    if len(text) <= 80 and not isinstance(instance, dict | list):
+        return text
+    if isinstance(instance, dict):
+        return f"a mapping of {len(instance)} keys"
+    if isinstance(instance, list):
+        return f"a list of {len(instance)} items"
+    if isinstance(instance, str):
+        return f"a string of {len(instance):,} characters"
+    return shorten(text, 80)
+
+
+def _message(error: jsonschema.ValidationError) -> str:
+    """jsonschema's message with the offending value described rather than echoed when long."""
+    text = repr(error.instance)
+    return error.message.replace(text, _describe(error.instance)) if text in error.message else error.message
 
 
 def _explain(error: jsonschema.ValidationError) -> str:
@@ -73,10 +150,10 @@ def _explain(error: jsonschema.ValidationError) -> str:
     alternatives = s.get("oneOf") or s.get("anyOf")
     if alternatives:  # one line per alternative: "integer >= 1 or 'all'"
         words = [_allowed(a) or [repr(a.get("const"))] for a in alternatives]
-        return f"{error.message} (allowed: {' or '.join(', '.join(w) for w in words)})"
+        return f"{_message(error)} (allowed: {' or '.join(', '.join(w) for w in words)})"
     allowed = _allowed(s)
     tail = f" (allowed: {', '.join(allowed)})" if allowed else ""
-    return f"{error.message}{tail}"
+    return f"{_message(error)}{tail}"
 
 
 def _allowed(s: dict) -> list[str]:
@@ -139,7 +216,8 @@ def _non_finite(instance: Any, path: tuple = ()) -> tuple | None:
 def validate(instance: Any, schema: dict, file: str, fill_defaults: bool = True) -> Any:
     """Validate ``instance`` (a copy with defaults filled is returned); raise ConfigError on the first,
     most specific error, sorted by position so the message is deterministic. NaN and infinities are
-    refused everywhere, and an integer must be written as one."""
+    refused everywhere, and an integer must be written as one; sizes are checked first (``check_size``)."""
+    check_size(instance, file)
     bad = _non_finite(instance)
     if bad is not None:
         value = instance
@@ -207,6 +285,9 @@ def _cross_checks(cfg: dict, file: str) -> None:
                 f"profiling.runs.{i}.min_new_tokens",
                 f"{run['min_new_tokens']} exceeds max_new_tokens ({run['max_new_tokens']}); allowed: <= max_new_tokens",
             )
+    for name, exp in cfg["simulation"]["experiments"].items():
+        if "pair" in exp and "pairs" in exp:
+            raise ConfigError(file, f"simulation.experiments.{name}", "gives both pair and pairs; allowed: one of them")
     dse = cfg["dse"]
     if dse["sweep"] not in dse["sweeps"]:
         raise ConfigError(file, "dse.sweep", f"{dse['sweep']!r} is not one of dse.sweeps: {sorted(dse['sweeps'])}")

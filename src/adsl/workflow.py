@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from adsl.errors import AdslError
+from adsl.errors import AdslError, shorten
 from adsl.io import atomic_path, write_csv
 from adsl.paths import models_by_pair
 from adsl.progress import progress
@@ -38,10 +38,18 @@ def job_arguments(smk) -> dict:
     return kwargs
 
 
+def _one_line(exc: Exception) -> str:
+    """A user's error as one line: an AdslError's message; an OSError's file and reason."""
+    if isinstance(exc, OSError):
+        return f"{shorten(exc.filename or '', 200)}: {exc.strerror or exc}"
+    return shorten(exc, 1000)
+
+
 def run(smk, function) -> None:
     """Run ``function`` for a Snakemake job. Its printed output, warnings and any error with its traceback
     go to the job's log, with a line saying what ran and how long it took. An ``AdslError`` (bad input a
-    user can fix) is also printed alone on the real stderr; in a ``script:`` job's own process it ends the
+    user can fix) or an ``OSError`` (an output folder that cannot be written, a full disk) is also printed
+    as one line on the real stderr; in a ``script:`` job's own process it ends the
     job with exit status 1 and no traceback; in a ``run:`` job (Snakemake's worker thread, where
     ``sys.exit`` would hang the scheduler) it is raised, so Snakemake fails the job. Any other error is
     raised after its traceback is in the log."""
@@ -61,10 +69,10 @@ def run(smk, function) -> None:
                 warnings.simplefilter("default")
                 warnings.showwarning = lambda m, c, f, n, file=None, line=None: print(f"{c.__name__}: {m}")
                 function(**kwargs)
-        except AdslError as exc:
+        except (AdslError, OSError) as exc:  # bad input, or a folder that cannot be written or a full disk
             traceback.print_exc()
-            print(f"adsl: {exc}")
             failure = exc
+            print(f"adsl: {_one_line(exc)}")
         except Exception:
             traceback.print_exc()
             print(f"failed after {time.perf_counter() - t0:.1f} s")
@@ -72,7 +80,7 @@ def run(smk, function) -> None:
         else:
             print(f"done in {time.perf_counter() - t0:.1f} s")
     if failure is not None:
-        print(f"adsl: {failure}", file=sys.stderr)
+        print(f"adsl: {_one_line(failure)}", file=sys.stderr)
         if threading.current_thread() is threading.main_thread():
             sys.exit(1)
         raise failure

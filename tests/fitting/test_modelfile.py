@@ -70,7 +70,10 @@ BAD = [
     ("confidence.candidates.beta.params.a", 0.0, "beta.params.a must be a number > 0, got 0.0"),
     ("confidence.candidates.logit_normal.params.sigma", -1.0, "params.sigma must be a number > 0, got -1.0"),
     ("calibration.target_rates.8", 1.2, "calibration.target_rates.8 must be a number in [0, 1], got 1.2"),
-    ("calibration.shift", float("-inf"), "calibration.shift must be a finite number"),
+    ("calibration.shift", float("-inf"), "calibration.shift must be a number in [-8, 8], got -"),
+    # a fitted number outside the range its fit searches (it changed a throughput by 8 %)
+    ("calibration.draft_continuation", 1e300, "calibration.draft_continuation must be a number in [-8, 8], got 1e+300"),
+    ("calibration.heterogeneity_scale", 3.5, "calibration.heterogeneity_scale must be a number in [0, 3], got 3.5"),
 ]
 
 

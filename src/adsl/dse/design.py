@@ -16,6 +16,11 @@ from adsl.errors import ConfigError
 from adsl.settings import DseAxis, DseSettings, plain
 
 BLOCK_A, BLOCK_B = "A", "B"
+# A sweep's size, bounded before any design is built: Snakemake builds one job a chunk (its DAG of 1,000
+# jobs takes seconds, of 100,000 it does not finish), and every configuration simulates five systems (a
+# million configurations is a week of a 2-core machine's time).
+MAX_JOBS = 1_000
+MAX_CONFIGURATIONS = 1_000_000
 
 
 def ab_block(axis: str) -> str:
@@ -43,8 +48,30 @@ def grid_values(axis: DseAxis) -> list:
     return [int(v) for v in np.round(x)] if axis.integer else [float(v) for v in x]
 
 
+def size(dse: DseSettings) -> int:
+    """Configurations of the sweep's design, counted without building it."""
+    if dse.sampling == "grid":
+        return int(np.prod([len(a.values) if a.values is not None else a.levels for a in dse.axes], dtype=object))
+    return dse.base_points * (len(dse.axes) + 2)
+
+
 def check(dse: DseSettings, file: str = "config") -> None:
-    """Ranges that a design can sample; Sobol's N a power of 2 (its balance properties)."""
+    """Ranges that a design can sample; Sobol's N a power of 2 (its balance properties); at most
+    ``MAX_CONFIGURATIONS`` configurations in at most ``MAX_JOBS`` jobs."""
+    n_conf = size(dse)
+    if n_conf > MAX_CONFIGURATIONS:
+        field = "dse.base_points" if dse.sampling == "sobol" else "dse.axes"
+        raise ConfigError(
+            file, field, f"the sweep has {n_conf:,} configurations; allowed: at most {MAX_CONFIGURATIONS:,}"
+        )
+    jobs = -(-n_conf // dse.chunk_points)
+    if jobs > MAX_JOBS:
+        raise ConfigError(
+            file,
+            "dse.chunk_points",
+            f"{dse.chunk_points} configurations a job make {jobs:,} jobs of {n_conf:,}; allowed: at most {MAX_JOBS:,}"
+            f" jobs (chunk_points >= {-(-n_conf // MAX_JOBS)})",
+        )
     for a in dse.axes:
         where = f"dse.axes.{a.name}"
         if a.values is None and not a.low < a.high:
@@ -194,7 +221,8 @@ def design(dse: DseSettings) -> pd.DataFrame:
 
 def chunks(dse: DseSettings) -> int:
     """Jobs the sweep is split into."""
-    return -(-len(design(dse)) // dse.chunk_points)
+    check(dse)
+    return -(-size(dse) // dse.chunk_points)
 
 
 def chunk(dse: DseSettings, k: int) -> pd.DataFrame:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from adsl import paths
+from adsl.errors import AdslError
 from adsl.profiling.traces import profile_files
 from adsl.settings import Settings
 
@@ -525,21 +526,30 @@ def registry(extensions: list[str] | tuple[str, ...] = ()) -> Registry:
     figures = {f.name: f for f in FIGURES}
     for ext in extensions:
         mod = _load(ext)
-        tables.update({t.name: t for t in getattr(mod, "TABLES", [])})
-        figures.update({f.name: f for f in getattr(mod, "FIGURES", [])})
+        for kind, spec, into in (("TABLES", TableSpec, tables), ("FIGURES", FigureSpec, figures)):
+            entries = getattr(mod, kind, [])
+            if not isinstance(entries, list | tuple) or not all(isinstance(e, spec) for e in entries):
+                raise AdslError(f"extensions: module {ext!r}: {kind} must be a list of {spec.__name__}")
+            into.update({e.name: e for e in entries})
     for f in figures.values():
         if f.table not in tables:
-            raise KeyError(f"figure {f.name!r} plots table {f.table!r}, which no registry entry provides")
+            raise AdslError(f"extensions: figure {f.name!r} plots table {f.table!r}, which no registry entry provides")
     for t in tables.values():
         if t.stage not in STAGES:
-            raise ValueError(f"table {t.name!r}: stage {t.stage!r} is not one of {STAGES}")
+            raise AdslError(f"extensions: table {t.name!r}: stage {t.stage!r} is not one of {STAGES}")
     return Registry(tables, figures)
 
 
 def _load(ext: str):
-    if ext.endswith(".py"):
-        spec = importlib.util.spec_from_file_location(Path(ext).stem, ext)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod
-    return importlib.import_module(ext)
+    """An extension module; one that is missing or raises while loading is the configuration's error."""
+    try:
+        if ext.endswith(".py"):
+            if not Path(ext).is_file():
+                raise FileNotFoundError(f"no such file {ext!r}")
+            spec = importlib.util.spec_from_file_location(Path(ext).stem, ext)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            return mod
+        return importlib.import_module(ext)
+    except Exception as exc:  # the user's code: say where and what, not our traceback
+        raise AdslError(f"extensions: module {ext!r} failed to load: {type(exc).__name__}: {exc}") from exc

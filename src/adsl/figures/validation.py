@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from adsl.errors import AdslError, shorten
 from adsl.fitting.modelfile import read_model
 from adsl.perf import anchors as anchor_rows
 from adsl.perf.hardware import HardwareCatalogue
@@ -23,7 +24,7 @@ def validation_table(
     d = Path(anchors_dir)
 
     def read(name):
-        return _read_anchor(d / name)
+        return read_anchor(d / name)
 
     rows = (
         anchor_rows.decode_speed("gpt-fast", "gpt-fast", read("gpu_decode.csv"), models, hw)
@@ -52,16 +53,40 @@ def anchors_table(ws: Workspace, anchors: list[str] | None = None, measured: lis
     return validation_table(folder, ws.models, ws.hardware, acceptance)
 
 
-def _read_anchor(path: str | Path) -> pd.DataFrame:
+# the columns of an anchor table that hold text (names, units, sources); every other column is a number
+ANCHOR_TEXT = frozenset({"source", "model", "gpu", "pair", "pim", "quantity", "unit", "use", "runtime", "category"})
+
+
+def read_anchor(path: str | Path) -> pd.DataFrame:
+    """An anchor table (CSV under ``anchors_dir``): every column not in ``ANCHOR_TEXT`` finite numbers; a
+    missing file, a text cell in a number column or an empty table is an error naming file, column and row."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"anchor table missing: {path}")
-    return pd.read_csv(path)
+        raise AdslError(f"{path}: anchor table not found")
+    try:
+        df = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise AdslError(f"{path}: not a CSV table ({shorten(exc, 200)})") from None
+    if df.empty:
+        raise AdslError(f"{path}: no rows")
+    for col in df.columns:
+        if col in ANCHOR_TEXT:
+            continue
+        values = pd.to_numeric(df[col], errors="coerce")
+        bad = values.isna() | ~np.isfinite(values.astype(float))
+        if bad.any():
+            row = int(np.flatnonzero(bad.to_numpy())[0])
+            raise AdslError(
+                f"{path}: column {shorten(col, 80)!r} row {row + 2}: {shorten(repr(df[col].iloc[row]), 80)} is not a "
+                "finite number"
+            )
+        df[col] = values
+    return df
 
 
 def sd_batch_validation(ws: Workspace, anchor: str) -> pd.DataFrame:
     """The speculative path at batch 8-64 against serving-engine measurements (``adsl.sim.sd_batch``)."""
-    return sd_batch_table(_read_anchor(anchor), ws.models, ws.hardware)
+    return sd_batch_table(read_anchor(anchor), ws.models, ws.hardware)
 
 
 def validation_gpu(ws: Workspace, df: pd.DataFrame):

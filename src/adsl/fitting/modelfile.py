@@ -29,6 +29,10 @@ REAL = (-math.inf, math.inf, False)
 AT_LEAST_0 = (0.0, math.inf, False)
 POSITIVE = (0.0, math.inf, True)
 PROBABILITY = (0.0, 1.0, False)
+# the ranges the calibration searches (adsl.fitting.paper_calibration), so a file holds what a fit can give
+SHIFT_RANGE = (-8.0, 8.0)  # log-odds shift of a category's acceptance
+CONTINUATION_RANGE = (-8.0, 8.0)  # h: fitted in [0, 8], or given in the configuration's [-8, 8]
+SCALE_RANGE = (0.0, 3.0)  # heterogeneity scale
 RULES = (
     # the joint acceptance model the generator samples from (adsl.fitting.joint_model)
     ("joint.a", *REAL, True),
@@ -58,7 +62,9 @@ RULES = (
     # the calibration onto a paper pair (adsl.fitting.paper_calibration): rates are acceptance rates
     ("calibration.target_rates.*", *PROBABILITY, False),
     ("calibration.achieved_rates.*", *PROBABILITY, False),
-    ("calibration.heterogeneity_scale", *AT_LEAST_0, False),
+    ("calibration.shift", *SHIFT_RANGE, False, False),
+    ("calibration.draft_continuation", *CONTINUATION_RANGE, False, False),
+    ("calibration.heterogeneity_scale", *SCALE_RANGE, False, False),
     ("calibration.request_rate_sd.*", *AT_LEAST_0, False),
     ("calibration.max_abs_error", *AT_LEAST_0, False),
     ("**.*pvalue", *PROBABILITY, False),

@@ -38,6 +38,7 @@ import numpy as np
 from scipy import optimize
 
 from adsl.fitting.generator import FIRST, acceptance_rates, draw_streams
+from adsl.fitting.modelfile import SCALE_RANGE, SHIFT_RANGE
 
 SPREAD_POSITIONS = 128  # positions per request for the per-request rate spread (the profile's minimum)
 
@@ -70,7 +71,7 @@ def _fit_scale(model, target_sd, shift, continuation, n, seed, applies_to) -> fl
     def gap(scale):
         return request_rate_sd(scaled(model, scale), shift, continuation, n, seed, applies_to) - target_sd
 
-    lo, hi = 0.0, 3.0
+    lo, hi = SCALE_RANGE
     if gap(lo) >= 0:
         return lo
     if gap(hi) <= 0:
@@ -103,7 +104,7 @@ def _fit_shift(model, target, n, t, seed, continuation, applies_to="acceptance")
         rates = rates_for_shift(model, shift, lengths, n, t, seed, continuation, applies_to)
         return float(((rates - goal) ** 2).sum())
 
-    res = optimize.minimize_scalar(loss, bounds=(-8.0, 8.0), method="bounded", options={"xatol": 1e-3})
+    res = optimize.minimize_scalar(loss, bounds=SHIFT_RANGE, method="bounded", options={"xatol": 1e-3})
     return float(res.x), float(res.fun)
 
 

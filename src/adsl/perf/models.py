@@ -80,7 +80,8 @@ class ModelCatalogue:
 
 
 def load_models(path: str | Path) -> ModelCatalogue:
-    """The model catalogue of a YAML file, checked: kv_heads divide heads, pairs name known models."""
+    """The model catalogue of a YAML file, checked: kv_heads divide heads, pairs name known models and a
+    draft smaller than its target."""
     raw = validate(read_yaml(path), catalogue_schema("models_file"), str(path), fill_defaults=False)
     models = {}
     for name, m in raw["models"].items():
@@ -94,5 +95,13 @@ def load_models(path: str | Path) -> ModelCatalogue:
                 raise ConfigError(
                     str(path), f"pairs.{name}.{role}", f"unknown model {p[role]!r}; known: {sorted(models)}"
                 )
-        pairs[name] = Pair(name, models[p["target"]], models[p["draft"]])
+        target, draft = models[p["target"]], models[p["draft"]]
+        if draft.params >= target.params:  # speculation pays only when drafting is cheaper than verifying
+            raise ConfigError(
+                str(path),
+                f"pairs.{name}.draft",
+                f"{draft.name} ({draft.params / 1e9:.3g}B parameters) is not smaller than its target {target.name} "
+                f"({target.params / 1e9:.3g}B); allowed: a draft smaller than its target",
+            )
+        pairs[name] = Pair(name, target, draft)
     return ModelCatalogue(models, pairs)
