@@ -139,8 +139,13 @@ def _describe(instance: Any) -> str:
     return shorten(text, 80)
 
 
+NON_BLANK = r"\S"  # the schema's pattern of a path: a blank one names no file
+
+
 def _message(error: jsonschema.ValidationError) -> str:
     """jsonschema's message with the offending value described rather than echoed when long."""
+    if error.validator == "pattern" and error.validator_value == NON_BLANK:
+        return f"{_describe(error.instance)} is blank"
     text = repr(error.instance)
     return error.message.replace(text, _describe(error.instance)) if text in error.message else error.message
 
@@ -166,6 +171,8 @@ def _allowed(s: dict) -> list[str]:
     ):
         if key in s:
             allowed.append(f"{word} {s[key]}")
+    if s.get("pattern") == NON_BLANK:
+        allowed.append("a path, not blank")
     if "enum" in s:
         allowed.append(f"one of {s['enum']}")
     if "type" in s:

@@ -46,3 +46,11 @@ def machine() -> dict:
         "simd": sorted(flags & set(SIMD)),
         **versions,
     }
+
+
+def computes_alike(a: dict, b: dict, vector_extensions: bool = True) -> bool:
+    """Whether machines ``a`` and ``b`` (``machine()``) give the same bits: the same architecture, numpy and
+    scipy, and where the fits enter also the same vector extensions (they pick numpy's and OpenBLAS's
+    kernels; the processor's family and model do not matter, nor pandas, which only writes the numbers)."""
+    keys = ("machine", "numpy", "scipy", *(("simd",) if vector_extensions else ()))
+    return all(a.get(k) == b.get(k) for k in keys)

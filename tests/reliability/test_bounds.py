@@ -201,3 +201,17 @@ def test_a_model_file_out_of_its_fits_range_is_refused_on_read(tmp_path):
     f.write_text(json.dumps(model))
     with pytest.raises(AdslError, match=r"calibration.draft_continuation must be a number in \[-8, 8\]"):
         read_model(f)
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        {"catalogues": {"models": ""}},
+        {"anchors_dir": " "},
+        {"profiling": {"spec_bench": ""}},
+        {"extensions": ["\t"]},
+    ],
+)
+def test_a_blank_path_is_refused(override):
+    with pytest.raises(ConfigError, match="is blank \\(allowed: a path, not blank"):
+        load_config(override)
