@@ -215,3 +215,21 @@ def test_a_model_file_out_of_its_fits_range_is_refused_on_read(tmp_path):
 def test_a_blank_path_is_refused(override):
     with pytest.raises(ConfigError, match="is blank \\(allowed: a path, not blank"):
         load_config(override)
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("OPT-66B,open_qa,1.5", "tau 1.5 must be a number in [0, 1]"),
+        ("OPT-66B,open_qa,high", "tau 'high' must be a number in [0, 1]"),
+        ("OPT-66B,summarization,0.5", "a second tau for (OPT-66B, summarization)"),
+    ],
+)
+def test_a_tau_table_out_of_its_fits_range_is_refused(tmp_path, row, message):
+    from adsl.fitting.tau import read_taus
+
+    f = tmp_path / "tau.csv"
+    f.write_text(f"pair,category,tau\nOPT-66B,summarization,0.7\n{row}\n")
+    with pytest.raises(AdslError) as err:
+        read_taus(f)
+    assert str(err.value) == f"{f}: row 3: {message}"

@@ -57,6 +57,11 @@ def anchors_table(ws: Workspace, anchors: list[str] | None = None, measured: lis
 ANCHOR_TEXT = frozenset({"source", "model", "gpu", "pair", "pim", "quantity", "unit", "use", "runtime", "category"})
 
 
+def _plain(value):
+    """A cell as Python writes it: inf, not np.float64(inf)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def read_anchor(path: str | Path) -> pd.DataFrame:
     """An anchor table (CSV under ``anchors_dir``): every column not in ``ANCHOR_TEXT`` finite numbers; a
     missing file, a text cell in a number column or an empty table is an error naming file, column and row."""
@@ -77,7 +82,7 @@ def read_anchor(path: str | Path) -> pd.DataFrame:
         if bad.any():
             row = int(np.flatnonzero(bad.to_numpy())[0])
             raise AdslError(
-                f"{path}: column {shorten(col, 80)!r} row {row + 2}: {shorten(repr(df[col].iloc[row]), 80)} is not a "
+                f"{path}: column {shorten(col, 80)!r} row {row + 2}: {shorten(repr(_plain(df[col].iloc[row])), 80)} is not a "
                 "finite number"
             )
         df[col] = values

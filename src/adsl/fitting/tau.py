@@ -20,10 +20,34 @@ from adsl.fitting.generator import (
 )
 
 
+def _plain(value):
+    """A cell as Python writes it: 1.5, not np.float64(1.5)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def read_taus(path) -> dict[str, dict[str, float]]:
-    """pair -> category -> tau, from the tau table the workflow writes (``adsl.paths.TAU``)."""
-    t = pd.read_csv(path)
-    return {pair: dict(zip(g.category, g.tau.astype(float), strict=True)) for pair, g in t.groupby("pair")}
+    """pair -> category -> tau, from the tau table the workflow writes (``adsl.paths.TAU``), read as strictly
+    as the fit makes it: the columns pair, category and tau, one row a (pair, category), tau in [0, 1] (a
+    threshold on a running product of probabilities)."""
+    from adsl.errors import AdslError, shorten
+
+    try:
+        t = pd.read_csv(path)
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise AdslError(f"{path}: not a tau table ({shorten(exc, 200)})") from None
+    missing = [c for c in ("pair", "category", "tau") if c not in t.columns]
+    if missing:
+        raise AdslError(f"{path}: no column {missing[0]!r}; a tau table has pair, category and tau")
+    tau = pd.to_numeric(t.tau, errors="coerce")
+    bad = ~tau.between(0.0, 1.0)  # NaN (text, empty) is not between
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise AdslError(f"{path}: row {row + 2}: tau {shorten(repr(_plain(t.tau.iloc[row])), 60)} must be a number in [0, 1]")
+    if t.duplicated(["pair", "category"]).any():
+        row = int(np.flatnonzero(t.duplicated(["pair", "category"]).to_numpy())[0])
+        raise AdslError(f"{path}: row {row + 2}: a second tau for ({t.pair.iloc[row]}, {t.category.iloc[row]})")
+    t = t.assign(tau=tau.astype(float))
+    return {pair: dict(zip(g.category, g.tau, strict=True)) for pair, g in t.groupby("pair")}
 
 
 def running_products(conf: np.ndarray, acc: np.ndarray, d_max: int, boost: float = 0.0, sums: tuple | None = None):
