@@ -81,10 +81,8 @@ def read_anchor(path: str | Path) -> pd.DataFrame:
         bad = values.isna() | ~np.isfinite(values.astype(float))
         if bad.any():
             row = int(np.flatnonzero(bad.to_numpy())[0])
-            raise AdslError(
-                f"{path}: column {shorten(col, 80)!r} row {row + 2}: {shorten(repr(_plain(df[col].iloc[row])), 80)} is not a "
-                "finite number"
-            )
+            cell = shorten(repr(_plain(df[col].iloc[row])), 80)
+            raise AdslError(f"{path}: column {shorten(col, 80)!r} row {row + 2}: {cell} is not a finite number")
         df[col] = values
     return df
 

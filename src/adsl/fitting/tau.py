@@ -42,7 +42,8 @@ def read_taus(path) -> dict[str, dict[str, float]]:
     bad = ~tau.between(0.0, 1.0)  # NaN (text, empty) is not between
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
-        raise AdslError(f"{path}: row {row + 2}: tau {shorten(repr(_plain(t.tau.iloc[row])), 60)} must be a number in [0, 1]")
+        cell = shorten(repr(_plain(t.tau.iloc[row])), 60)
+        raise AdslError(f"{path}: row {row + 2}: tau {cell} must be a number in [0, 1]")
     if t.duplicated(["pair", "category"]).any():
         row = int(np.flatnonzero(t.duplicated(["pair", "category"]).to_numpy())[0])
         raise AdslError(f"{path}: row {row + 2}: a second tau for ({t.pair.iloc[row]}, {t.category.iloc[row]})")
