@@ -6,6 +6,7 @@ from snakemake.utils import min_version
 
 from adsl.config import load_config, read_yaml
 from adsl.errors import AdslError, shorten
+from adsl.figures.registry import registry
 from adsl.sim.experiment import check_experiments
 from adsl.workspace import load_workspace
 
@@ -28,6 +29,7 @@ try:
     config.update(load_config(config, CONFIG_FILES))
     WS = load_workspace(config, base=workflow.basedir, file=CONFIG_FILES)
     check_experiments(WS)
+    REG = registry(config["extensions"])
 except AdslError as error:
     sys.exit(f"adsl: error: {shorten(error, 1000)}")
 

@@ -112,3 +112,23 @@ def test_schema_gaps_are_closed(tmp_path, text, field):
     res, _ = snakemake([config(tmp_path, text), "-n"], tmp_path)
     assert res.returncode != 0 and field in res.stdout + res.stderr
     assert nothing_written(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9) if i else 'x'}]\n" for i in range(10)), "aliases"),
+        ("extensions: [{ext}]\n", "RuntimeError: my bug"),
+        ("dse:\n  sweeps:\n    default: {base_points: 16384, chunk_points: 1}\n", "chunk_points"),
+    ],
+    ids=["alias bomb", "extension raises", "sweep of 262,144 jobs"],
+)
+def test_a_user_error_ends_the_dry_run_in_one_line(tmp_path, text, message):
+    ext = tmp_path / "mine_ext.py"
+    ext.write_text("raise RuntimeError('my bug')\n")
+    res, took = snakemake([config(tmp_path, text.replace("{ext}", str(ext))), "-n"], tmp_path, timeout=60)
+    out = res.stdout + res.stderr
+    errors = [line for line in out.splitlines() if line.startswith("adsl: error: ")]
+    assert res.returncode != 0 and took < 30 and len(errors) == 1 and message in errors[0]
+    assert "Traceback" not in out and 'File "' not in out
+    assert nothing_written(tmp_path)

@@ -6,14 +6,13 @@ from adsl import paths
 from adsl.config import resolve
 from adsl.errors import AdslError
 from adsl.profiling import recorded
-from adsl.figures.registry import registry
 from adsl.profiling.traces import profile_files
 from adsl.sim.systems import adaptive
 
 BASEDIR = workflow.basedir
 SETTINGS = WS.settings
-# Tables and figures: the package's and those of the configured extension modules.
-REG = registry(config["extensions"])
+# Tables and figures: the package's and those of the configured extension modules (REG, loaded by the
+# Snakefile with the configuration's checks, so a module that fails to load ends the run in one line).
 ACC = config["acceptance"]
 SIM = config["simulation"]
 
