@@ -26,6 +26,10 @@ MAX_ITEMS = 10_000  # entries of one list or mapping
 MAX_TEXT = 4_096  # characters of one string or key (PATH_MAX: the longest is a path)
 MAX_DEPTH = 64  # lists and mappings nested in each other
 MAX_BYTES = 4_000_000  # one file: 100,000 values of 40 characters
+# Experiment points in all experiments (pairs x systems x batches x draft lengths x sequence lengths x
+# policies): each is checked to fit in memory before any job and simulated with its search's candidates
+# (0.05-1 s each); the shipped configuration has 432, and 20,000 are a day of a 2-core machine.
+MAX_POINTS = 20_000
 SCHEMA_PATH = PACKAGE_ROOT / "config" / "schema.yaml"
 CATALOGUE_SCHEMA_PATH = PACKAGE_ROOT / "config" / "catalogue.schema.yaml"
 
@@ -292,7 +296,17 @@ def _cross_checks(cfg: dict, file: str) -> None:
                 f"profiling.runs.{i}.min_new_tokens",
                 f"{run['min_new_tokens']} exceeds max_new_tokens ({run['max_new_tokens']}); allowed: <= max_new_tokens",
             )
+    points = 0
     for name, exp in cfg["simulation"]["experiments"].items():
+        sizes = [len(exp.get(k) or [None]) for k in ("pairs", "systems", "batches", "draft_lengths", "seq_lens")]
+        points += math.prod(sizes) * len(exp.get("policies") or [None])
+        if points > MAX_POINTS:
+            raise ConfigError(
+                file,
+                f"simulation.experiments.{name}",
+                f"the experiments reach {points:,} points (pairs x systems x batches x draft_lengths x seq_lens x "
+                f"policies); allowed: at most {MAX_POINTS:,} in all",
+            )
         if "pair" in exp and "pairs" in exp:
             raise ConfigError(file, f"simulation.experiments.{name}", "gives both pair and pairs; allowed: one of them")
     dse = cfg["dse"]

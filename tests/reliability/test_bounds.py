@@ -233,3 +233,13 @@ def test_a_tau_table_out_of_its_fits_range_is_refused(tmp_path, row, message):
     with pytest.raises(AdslError) as err:
         read_taus(f)
     assert str(err.value) == f"{f}: row 3: {message}"
+
+
+def test_experiments_of_too_many_points_are_refused_before_building_them():
+    cfg = read_yaml(CONFIG)
+    exp = cfg["simulation"]["experiments"]["main"]
+    exp.update(batches=list(range(1, 1025)), seq_lens=list(range(600, 1624)))  # 1024 x 1024 x pairs x systems
+    t0 = time.monotonic()
+    with pytest.raises(ConfigError, match="points .*allowed: at most 20,000 in all") as err:
+        load_config(cfg)
+    assert err.value.field == "simulation.experiments.main" and time.monotonic() - t0 < 5
