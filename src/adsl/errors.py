@@ -14,6 +14,12 @@ def shorten(text: str, limit: int = 400) -> str:
     return f"{text[:half]} ... [{len(text) - 2 * half} characters cut] ... {text[-half:]}"
 
 
+def shown(value, limit: int = 80) -> str:
+    """A value for a message: as Python writes it (1.5, not np.float64(1.5)), cut at ``limit`` characters."""
+    plain = value.item() if hasattr(value, "item") and getattr(value, "shape", None) == () else value
+    return shorten(repr(plain), limit)
+
+
 class AdslError(Exception):
     """Bad input a user can fix (a configuration value, a data file, a model file)."""
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from adsl.errors import AdslError, shorten
+from adsl.errors import AdslError, shorten, shown
 from adsl.fitting.modelfile import read_model
 from adsl.perf import anchors as anchor_rows
 from adsl.perf.hardware import HardwareCatalogue
@@ -57,11 +57,6 @@ def anchors_table(ws: Workspace, anchors: list[str] | None = None, measured: lis
 ANCHOR_TEXT = frozenset({"source", "model", "gpu", "pair", "pim", "quantity", "unit", "use", "runtime", "category"})
 
 
-def _plain(value):
-    """A cell as Python writes it: inf, not np.float64(inf)."""
-    return value.item() if isinstance(value, np.generic) else value
-
-
 def read_anchor(path: str | Path) -> pd.DataFrame:
     """An anchor table (CSV under ``anchors_dir``): every column not in ``ANCHOR_TEXT`` finite numbers; a
     missing file, a text cell in a number column or an empty table is an error naming file, column and row."""
@@ -81,7 +76,7 @@ def read_anchor(path: str | Path) -> pd.DataFrame:
         bad = values.isna() | ~np.isfinite(values.astype(float))
         if bad.any():
             row = int(np.flatnonzero(bad.to_numpy())[0])
-            cell = shorten(repr(_plain(df[col].iloc[row])), 80)
+            cell = shown(df[col].iloc[row], 80)
             raise AdslError(f"{path}: column {shorten(col, 80)!r} row {row + 2}: {cell} is not a finite number")
         df[col] = values
     return df

@@ -20,16 +20,11 @@ from adsl.fitting.generator import (
 )
 
 
-def _plain(value):
-    """A cell as Python writes it: 1.5, not np.float64(1.5)."""
-    return value.item() if isinstance(value, np.generic) else value
-
-
 def read_taus(path) -> dict[str, dict[str, float]]:
     """pair -> category -> tau, from the tau table the workflow writes (``adsl.paths.TAU``), read as strictly
     as the fit makes it: the columns pair, category and tau, one row a (pair, category), tau in [0, 1] (a
     threshold on a running product of probabilities)."""
-    from adsl.errors import AdslError, shorten
+    from adsl.errors import AdslError, shorten, shown
 
     try:
         t = pd.read_csv(path)
@@ -42,7 +37,7 @@ def read_taus(path) -> dict[str, dict[str, float]]:
     bad = ~tau.between(0.0, 1.0)  # NaN (text, empty) is not between
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
-        cell = shorten(repr(_plain(t.tau.iloc[row])), 60)
+        cell = shown(t.tau.iloc[row], 60)
         raise AdslError(f"{path}: row {row + 2}: tau {cell} must be a number in [0, 1]")
     if t.duplicated(["pair", "category"]).any():
         row = int(np.flatnonzero(t.duplicated(["pair", "category"]).to_numpy())[0])
