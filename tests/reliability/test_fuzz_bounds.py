@@ -61,8 +61,9 @@ def fresh() -> dict:
 def untouched():
     """Every file under the project's folders, with size and modification time, before and after."""
 
-    def snapshot():
-        return {p: (p.stat().st_size, p.stat().st_mtime_ns) for d in WATCHED for p in (ROOT / d).rglob("*")}
+    def snapshot():  # the project's own files (caches that tests beside these compile into aside)
+        files = (p for d in WATCHED for p in (ROOT / d).rglob("*") if p.is_file())
+        return {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in files if "__pycache__" not in p.parts}
 
     before = snapshot()
     yield
