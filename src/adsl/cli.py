@@ -81,7 +81,7 @@ def _ws(args):
     # named here: the loader's "file not found" would not say which option gave the path
     if not Path(args.config).is_file():
         raise AdslError(f"--config: no such file {args.config!r}; give a workflow configuration (YAML)")
-    if not Path(args.base).is_dir():
+    if not args.base.strip() or not Path(args.base).is_dir():
         raise AdslError(f"--base: no such folder {args.base!r}")
     return load_workspace(args.config, base=args.base)
 

@@ -243,3 +243,21 @@ def test_experiments_of_too_many_points_are_refused_before_building_them():
     with pytest.raises(ConfigError, match="points .*allowed: at most 20,000 in all") as err:
         load_config(cfg)
     assert err.value.field == "simulation.experiments.main" and time.monotonic() - t0 < 5
+
+
+def test_oversized_model_and_anchor_files_are_refused_unread(tmp_path, capsys):
+    from adsl.figures.validation import MAX_ANCHOR_BYTES, read_anchor
+    from adsl.fitting.modelfile import MAX_BYTES, read_model
+
+    big = tmp_path / "big.json"
+    with big.open("wb") as fh:
+        fh.truncate(MAX_BYTES + 1)  # sparse: no 16 MB written
+    with pytest.raises(AdslError, match=f"allowed: at most {MAX_BYTES:,}"):
+        read_model(big)
+    csv = tmp_path / "big.csv"
+    with csv.open("wb") as fh:
+        fh.truncate(MAX_ANCHOR_BYTES + 1)
+    with pytest.raises(AdslError, match=f"allowed: at most {MAX_ANCHOR_BYTES:,}"):
+        read_anchor(csv)
+    assert main(["--config", str(CONFIG), "--base", " ", "check"]) == 2
+    assert "--base: no such folder" in capsys.readouterr().err

@@ -54,6 +54,7 @@ def anchors_table(ws: Workspace, anchors: list[str] | None = None, measured: lis
 
 
 # the columns of an anchor table that hold text (names, units, sources); every other column is a number
+MAX_ANCHOR_BYTES = 16_000_000  # the anchors are a few KB of published measurements
 ANCHOR_TEXT = frozenset({"source", "model", "gpu", "pair", "pim", "quantity", "unit", "use", "runtime", "category"})
 
 
@@ -63,6 +64,8 @@ def read_anchor(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise AdslError(f"{path}: anchor table not found")
+    if path.stat().st_size > MAX_ANCHOR_BYTES:
+        raise AdslError(f"{path}: {path.stat().st_size:,} bytes; allowed: at most {MAX_ANCHOR_BYTES:,}")
     try:
         df = pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:

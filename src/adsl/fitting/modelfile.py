@@ -21,6 +21,7 @@ from adsl.io import atomic_path
 
 MODEL_FORMAT = "adsl-acceptance-model/1"
 REQUIRED = ("format", "pair", "category", "confidence", "joint")
+MAX_BYTES = 16_000_000  # a fitted model is about 30 KB; a file 500 times that is not one
 
 # (field pattern, lo, hi, lo excluded, required); the first pattern that matches a field decides. A
 # pattern is dot-separated: ``*`` matches one key (or part of one), ``**`` any number of keys; a rule on
@@ -170,6 +171,8 @@ def read_model(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise ModelFileError(f"{path}: acceptance model not found")
+    if path.stat().st_size > MAX_BYTES:
+        raise ModelFileError(f"{path}: {path.stat().st_size:,} bytes; allowed: at most {MAX_BYTES:,}")
     try:
         model = json.loads(path.read_text(), parse_constant=_Constant)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
