@@ -62,8 +62,9 @@ def gallery_disagreements(run: Path, ws=None) -> list[agreement.Disagreement]:
 
     ws = ws or _workspace()
     sim = ws.settings.simulation
-    calibrated = [read_model(p) for p in sorted((run / "results" / "acceptance").glob("*/*.json"))]
-    calibration = agreement.calibration_half_widths({m["category"]: m for m in calibrated if "calibration" in m})
+    (pair,) = ws.settings.acceptance.calibrated_to("paper_fig04a")  # the pair Fig. 4a marks
+    calibrated = [read_model(p) for p in sorted((run / "results" / "acceptance" / pair).glob("*.json"))]
+    calibration = agreement.calibration_half_widths({m["category"]: m for m in calibrated})
     models = sorted(str(p) for p in (run / "results" / "acceptance" / sim.timeline.pair).glob("*.json"))
     spread = agreement.timeline_spread(ws, models, str(run / "results" / "acceptance" / "tau.csv"))
     out = []
