@@ -103,10 +103,8 @@ def read_yaml(path: str | Path) -> Any:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(str(path), "", "file not found")
-    if path.stat().st_size > MAX_VALUES * MAX_TEXT // 100:
-        raise ConfigError(
-            str(path), "", f"{path.stat().st_size:,} bytes; allowed: a configuration file of at most 4 MB"
-        )
+    if path.stat().st_size > MAX_BYTES:
+        raise ConfigError(str(path), "", f"{path.stat().st_size:,} bytes; allowed: at most {MAX_BYTES:,}")
     with path.open() as fh:
         try:
             content = yaml.load(fh, Loader=StrictLoader)  # noqa: S506 (a SafeLoader subclass)
