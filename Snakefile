@@ -41,6 +41,7 @@ include: "workflow/rules/simulate.smk"
 include: "workflow/rules/dse.smk"
 include: "workflow/rules/tables.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/paper.smk"
 
 
 rule all:

@@ -385,3 +385,185 @@ def dse_schedule(table: str, snippet: str) -> None:
     from adsl.dse.schedule import write_schedules
 
     write_schedules(table, snippet)
+
+
+# -- paper mode (adsl.paper, config/paper.yaml) --------------------------------------------------------
+def _paper(settings: dict, catalogues: list | None, paper: str, constants: str | None = None):
+    """(default workspace, paper mode, fitted constants or None)."""
+    from adsl.paper.calibrate import read_constants
+    from adsl.paper.mode import read_paper_mode
+
+    mode = read_paper_mode(paper)
+    return _workspace(settings, catalogues), mode, (read_constants(constants, mode) if constants else None)
+
+
+def paper_calibration(
+    models: list,
+    catalogues: list,
+    tau: str,
+    paper: str,
+    training: str,
+    table: str,
+    residuals: str,
+    figures: str,
+    constants: str,
+    simulation: dict,
+    seed: int,
+) -> None:
+    """The paper mode's constants fitted to the training targets (``adsl.paper.calibrate``)."""
+    from adsl.paper.calibrate import (
+        calibrate,
+        constants_table,
+        figure_residuals,
+        residual_table,
+        write_constants,
+    )
+    from adsl.paper.ledger import default_value
+    from adsl.paper.training import read_training
+
+    ws, mode, _ = _paper({"simulation": simulation, "seed": seed}, catalogues, paper)
+    targets = read_training(training, ws.settings.simulation.draft_length)
+    result = calibrate(ws, mode, targets, models_by_pair(models), _taus(tau))
+    print(f"calibration: {result.evaluations} simulations; {result.status}")
+    defaults = {c.name: default_value(ws, c.paths[0]) for c in mode.constants}
+    res = residual_table(result)
+    write_csv(constants_table(result, mode, defaults), table)
+    write_csv(res, residuals)
+    write_csv(figure_residuals(res), figures)
+    write_constants(result, constants)
+
+
+def paper_experiment(
+    models: list,
+    catalogues: list,
+    paper: str,
+    constants: str,
+    rows: str,
+    experiment: str,
+    simulation: dict,
+    seed: int,
+    tau: str | None = None,
+) -> None:
+    """One experiment under the paper mode with its fitted constants."""
+    from adsl.sim.experiment import run_experiment
+
+    ws, mode, values = _paper({"simulation": simulation, "seed": seed}, catalogues, paper, constants)
+    over = mode.overrides(values)
+    df = run_experiment(over.workspace(ws), experiment, models_by_pair(models), over.taus(_taus(tau)))
+    with atomic_path(rows) as tmp:
+        df.to_parquet(tmp, index=False)
+
+
+def paper_table(
+    table: str,
+    csv: str,
+    settings: dict,
+    options: dict,
+    extensions: list,
+    paper: str,
+    constants: str,
+    catalogues: list | None = None,
+    **inputs,
+) -> None:
+    """Registry table ``table`` under the paper mode, from the paper mode's experiments."""
+    from adsl.figures.registry import registry
+
+    ws, mode, values = _paper(settings, catalogues, paper, constants)
+    spec = registry(extensions).tables[table]
+    write_csv(spec.function(mode.overrides(values).workspace(ws), **inputs, **options), csv)
+
+
+def paper_figure(
+    name: str,
+    source: str,
+    pdf: str,
+    png: str,
+    csv: str,
+    settings: dict,
+    extensions: list,
+    paper: str,
+    constants: str,
+    catalogues: list | None = None,
+) -> None:
+    """Registry figure ``name`` drawn from its paper-mode table."""
+    from adsl.figures import render
+    from adsl.figures.registry import registry
+
+    ws, mode, values = _paper(settings, catalogues, paper, constants)
+    render(
+        name,
+        mode.overrides(values).workspace(ws),
+        pd.read_csv(source),
+        pdf=pdf,
+        png=png,
+        csv=csv,
+        reg=registry(extensions),
+    )
+
+
+def paper_reproduction(
+    default_tables: list,
+    paper_tables: list,
+    default_experiments: list,
+    paper_experiments: list,
+    training: str,
+    reproduction: str,
+    names: list,
+    draft_length: int,
+) -> None:
+    """``results/paper/reproduction.csv`` (``adsl.paper.reproduction``)."""
+    from adsl.paper.reproduction import reproduction_table
+    from adsl.paper.training import read_training
+
+    targets = read_training(training, draft_length)
+    rows = [
+        pd.concat([pd.read_parquet(p) for p in files], ignore_index=True)
+        for files in (default_experiments, paper_experiments)
+    ]
+    df = reproduction_table(
+        dict(zip(names, default_tables, strict=True)), dict(zip(names, paper_tables, strict=True)), targets, *rows
+    )
+    write_csv(df, reproduction)
+
+
+def paper_ledger(
+    models: list, catalogues: list, tau: str, paper: str, constants: str, ledger: str, simulation: dict, seed: int
+) -> None:
+    """The assumption ledger (``adsl.paper.ledger.ledger_table``)."""
+    from adsl.paper.ledger import ledger_table
+
+    ws, mode, values = _paper({"simulation": simulation, "seed": seed}, catalogues, paper, constants)
+    write_csv(ledger_table(ws, mode, values, models_by_pair(models), _taus(tau)), ledger)
+
+
+def paper_waterfall(
+    models: list,
+    catalogues: list,
+    tau: str,
+    paper: str,
+    constants: str,
+    pdf: str,
+    png: str,
+    csv: str,
+    simulation: dict,
+    seed: int,
+) -> None:
+    """The waterfall from the paper mode to the default (``adsl.paper.ledger.waterfall_table``), drawn."""
+    from adsl.figures.common import save_all, style
+    from adsl.paper.ledger import waterfall_figure, waterfall_table
+
+    ws, mode, values = _paper({"simulation": simulation, "seed": seed}, catalogues, paper, constants)
+    df = waterfall_table(ws, mode, values, models_by_pair(models), _taus(tau))
+    style()
+    fig, plotted = waterfall_figure(ws, df)
+    save_all(fig, plotted, pdf, png, csv)
+
+
+def paper_pipeline(
+    models: list, catalogues: list, tau: str, paper: str, constants: str, puzzle: str, simulation: dict, seed: int
+) -> None:
+    """The pipeline puzzle's decomposition (``adsl.paper.pipeline``)."""
+    from adsl.paper.pipeline import pipeline_table
+
+    ws, mode, values = _paper({"simulation": simulation, "seed": seed}, catalogues, paper, constants)
+    write_csv(pipeline_table(ws, mode, values, models_by_pair(models), _taus(tau)), puzzle)

@@ -151,3 +151,48 @@ def experiment_files(wc):
     """The input files of experiment ``wc.experiment``."""
     exp = SETTINGS.simulation.experiments[wc.experiment]
     return experiment_inputs(exp.systems, exp.pairs, exp.policies)
+
+
+# -- paper mode (workflow/rules/paper.smk) ---------------------------------------------------------
+from adsl.paper.reproduction import (
+    TABLES as PAPER_TABLES,
+    paper_figure_files,
+    paper_path,
+)
+
+PAPER_FILE = str(resolve(config["paper_mode"], BASEDIR))
+PAPER_CONSTANTS = "results/paper/constants.json"
+TRAINING_EXPERIMENTS = ["fig03a", "fig03b", "main"]
+PAIR_66B = ["OPT-66B"]
+
+
+def paper_training(wc=None):
+    """The training file the paper mode names (read when a paper rule runs, so a default run never needs it)."""
+    from adsl.paper.mode import read_paper_mode
+
+    return str(read_paper_mode(PAPER_FILE, BASEDIR).training)
+
+
+def paper_table_inputs(spec):
+    """A registry table's inputs with every simulated result taken from the paper mode's folder."""
+    out = {}
+    for key, value in spec.inputs(SETTINGS, profile_checked).items():
+        out[key] = (
+            [paper_path(v) for v in value]
+            if isinstance(value, list)
+            else paper_path(value)
+        )
+    return out
+
+
+PAPER_FIGURES = sorted(n for n in REG.figures if REG.figures[n].table in PAPER_TABLES)
+PAPER_EXPERIMENTS = sorted(
+    {
+        Path(p).stem
+        for name in PAPER_TABLES
+        for v in REG.tables[name].inputs(SETTINGS, committed).values()
+        for p in (v if isinstance(v, list) else [v])
+        if str(p).startswith(str(Path(paths.experiment("x")).parent) + "/")
+    }
+    | set(TRAINING_EXPERIMENTS)
+)

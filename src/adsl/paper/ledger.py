@@ -1,0 +1,133 @@
+"""The assumption ledger: for each configuration choice and calibrated constant of the paper mode, the paper's
+statement, the default's and the paper mode's value, and how SADDLE's headline gains move when that item
+alone is switched back to the default; and the waterfall from the paper mode to the default, the items
+switched back one after another (with every item switched back the configuration is the default)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from adsl.figures.breakdown import METRICS, paper_average_gain
+from adsl.paper.mode import Overrides, PaperMode
+from adsl.sim.experiment import run_experiment
+
+BASELINES = ("GPU-AD", "GPU-SD", "PIM-AD", "PIM-SD")
+PAPER_MODE = "paper mode"
+DEFAULT = "default"
+
+
+def headlines(rows: pd.DataFrame) -> dict[str, float]:
+    """SADDLE's average gain over each baseline, throughput and energy efficiency, as the paper averages
+    (``paper_average_gain``), keyed ``metric/baseline``."""
+    return {
+        f"{metric}/{base}": paper_average_gain(rows, column, "SADDLE", base)
+        for metric, column in METRICS.items()
+        for base in BASELINES
+    }
+
+
+def _main(ws, over, model_paths: dict, taus: dict) -> pd.DataFrame:
+    return run_experiment(over.workspace(ws), "main", model_paths, over.taus(taus))
+
+
+def default_value(ws, path: str):
+    """The default configuration's value at a constant's dotted path (``hardware.gpus.X.field``,
+    ``simulation.field``; ``tau.scale``: 1)."""
+    section, *keys = path.split(".")
+    if section == "tau":
+        return 1.0
+    if section == "hardware":
+        from adsl.workspace import Sources
+
+        node = (ws.sources or Sources.read(ws.catalogue_files[1])).hardware
+    else:
+        node = ws.settings.simulation.raw
+    for key in keys:
+        node = node.get(key) if isinstance(node, dict) else None
+    if node is None and section == "hardware" and keys[:1] == ["runtimes"]:
+        return 0.0 if keys[-1] != "attention_time_factor" else 1.0  # the runtime schema's defaults
+    return node
+
+
+def ledger_table(ws, mode: PaperMode, values: dict[str, float], model_paths: dict, taus: dict) -> pd.DataFrame:
+    """One row per item (choice or constant) and headline: the paper mode's value of the headline, the value
+    with the item alone switched back to the default, and the move."""
+    full = headlines(_main(ws, mode.overrides(values), model_paths, taus))
+    items = [(c.name, "choice", c.paper, "", "paper's setting") for c in mode.choices]
+    items += [(c.name, "constant", c.meaning, default_value(ws, c.paths[0]), values[c.name]) for c in mode.constants]
+    rows = []
+    for name, kind, paper, default, paper_value in items:
+        back = headlines(_main(ws, mode.overrides(values, without=name), model_paths, taus))
+        for key, v in full.items():
+            metric, base = key.split("/")
+            rows.append(
+                dict(
+                    item=name,
+                    kind=kind,
+                    paper=" ".join(str(paper).split()),
+                    default_value=default,
+                    paper_mode_value=paper_value,
+                    metric=metric,
+                    baseline=base,
+                    paper_mode=v,
+                    switched_back=back[key],
+                    move=back[key] / v,
+                )
+            )
+    return pd.DataFrame(rows)
+
+
+def waterfall_table(ws, mode: PaperMode, values: dict[str, float], model_paths: dict, taus: dict) -> pd.DataFrame:
+    """The headlines from the paper mode to the default: step 0 the paper mode, step i with the first i items
+    (the choices, then the constants, in the file's order) switched back; the last step is the default."""
+    names = [c.name for c in mode.choices] + [c.name for c in mode.constants]
+    rows = []
+    for i in range(len(names) + 1):
+        gone = set(names[:i])
+        over = _kept(mode, values, gone)
+        label = PAPER_MODE if i == 0 else DEFAULT if i == len(names) else f"- {names[i - 1]}"
+        for key, v in headlines(_main(ws, over, model_paths, taus)).items():
+            metric, base = key.split("/")
+            rows.append(dict(step=i, label=label, metric=metric, baseline=base, gain=v))
+    return pd.DataFrame(rows)
+
+
+def _kept(mode: PaperMode, values: dict[str, float], gone: set[str]) -> Overrides:
+    """The paper mode's overrides without the items in ``gone``."""
+    out = Overrides({}, {})
+    for c in mode.choices:
+        if c.name not in gone:
+            out = out | Overrides(c.simulation, c.hardware)
+    for c in mode.constants:
+        if c.name not in gone:
+            out = out | c.overrides(values[c.name])
+    return out
+
+
+def waterfall_figure(ws, df: pd.DataFrame):
+    """The waterfall from the paper mode to the default: SADDLE's average throughput gain over each baseline
+    (one panel each) after each item of the assumption ledger is switched back to the default, one after
+    another; the first bar is the paper mode, the last the default configuration."""
+    import matplotlib.pyplot as plt
+
+    del ws
+    tp = df[df.metric == "throughput"]
+    labels = list(dict.fromkeys(tp.sort_values("step").label))
+    fig, axes = plt.subplots(1, len(BASELINES), figsize=(13, 0.32 * len(labels) + 1.5), sharey=True)
+    for ax, base in zip(np.atleast_1d(axes), BASELINES, strict=True):
+        g = tp[tp.baseline == base].sort_values("step")
+        y = np.arange(len(g))
+        prev = np.r_[g.gain.iloc[0], g.gain.to_numpy()[:-1]]
+        ends = g.label.isin([PAPER_MODE, DEFAULT]).to_numpy()
+        left = np.where(ends, 0.0, np.minimum(prev, g.gain))
+        width = np.where(ends, g.gain, np.abs(g.gain.to_numpy() - prev))
+        colors = np.where(ends, "0.45", np.where(g.gain.to_numpy() >= prev, "tab:green", "tab:red"))
+        ax.barh(y, width, left=left, color=colors)
+        ax.axvline(1.0, color="0.3", lw=0.8, ls=":")
+        ax.set_title(f"over {base}")
+        ax.set_xlabel("SADDLE's average throughput gain")
+        ax.set_yticks(y, labels)
+        ax.invert_yaxis()
+    fig.tight_layout()
+    return fig, df

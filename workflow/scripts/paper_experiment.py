@@ -1,0 +1,3 @@
+from adsl.workflow import paper_experiment, run
+
+run(snakemake, paper_experiment)  # noqa: F821 (injected by Snakemake)

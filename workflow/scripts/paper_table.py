@@ -1,0 +1,3 @@
+from adsl.workflow import paper_table, run
+
+run(snakemake, paper_table)  # noqa: F821 (injected by Snakemake)

@@ -1,0 +1,3 @@
+from adsl.workflow import paper_waterfall, run
+
+run(snakemake, paper_waterfall)  # noqa: F821 (injected by Snakemake)
