@@ -128,3 +128,30 @@ def test_editing_a_profile_file_in_place_reruns_the_fits(working_copy):
     os.utime(f, (later, later))
     planned = snakemake(["-n", target], working_copy)
     assert "rule fit_measured:" in planned.stdout + planned.stderr
+
+
+def test_the_paper_target_plans_the_calibration_every_paper_figure_and_the_ledger(tmp_path):
+    """`snakemake paper`: the calibration, each evaluation figure under figures/paper/, the reproduction
+    table, the ledger with its waterfall and the pipeline decomposition; the default run plans none of them."""
+    import json
+
+    import yaml
+
+    sys.path.insert(0, str(ROOT / "tests" / "paper"))
+    from training_layout import training_values
+
+    (tmp_path / "training.json").write_text(json.dumps(training_values()))
+    raw = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    raw["training"] = str(tmp_path / "training.json")
+    (tmp_path / "paper.yaml").write_text(yaml.safe_dump(raw))
+    dry = snakemake(["-n", "paper", "--config", f"paper_mode={tmp_path / 'paper.yaml'}"], tmp_path)
+    planned = dry.stdout + dry.stderr
+    from adsl.paper.reproduction import TABLES
+
+    reg = registry()
+    figures = {n for n in reg.figures if reg.figures[n].table in TABLES}
+    assert set(re.findall(r"figures/paper/([\w.-]+)\.pdf", planned)) == figures | {"waterfall"}
+    for out in ("calibration.csv", "reproduction.csv", "ledger.csv", "pipeline_puzzle.csv", "constants.json"):
+        assert f"results/paper/{out}" in planned, out
+    default = snakemake(["-n", "--forceall"], tmp_path)
+    assert "results/paper/" not in default.stdout + default.stderr

@@ -27,7 +27,10 @@ def headlines(rows: pd.DataFrame) -> dict[str, float]:
     }
 
 
-def _main(ws, over, model_paths: dict, taus: dict) -> pd.DataFrame:
+def _main(ws, over, model_paths: dict, taus: dict, replicas: int) -> pd.DataFrame:
+    """The main experiment under ``over`` with ``replicas`` replicas (the calibration's: the ledger compares
+    settings on the same streams, so fewer replicas suffice for its moves)."""
+    over = over | Overrides({"replicas": replicas}, {})
     return run_experiment(over.workspace(ws), "main", model_paths, over.taus(taus))
 
 
@@ -53,12 +56,12 @@ def default_value(ws, path: str):
 def ledger_table(ws, mode: PaperMode, values: dict[str, float], model_paths: dict, taus: dict) -> pd.DataFrame:
     """One row per item (choice or constant) and headline: the paper mode's value of the headline, the value
     with the item alone switched back to the default, and the move."""
-    full = headlines(_main(ws, mode.overrides(values), model_paths, taus))
+    full = headlines(_main(ws, mode.overrides(values), model_paths, taus, mode.calibration.replicas))
     items = [(c.name, "choice", c.paper, "", "paper's setting") for c in mode.choices]
     items += [(c.name, "constant", c.meaning, default_value(ws, c.paths[0]), values[c.name]) for c in mode.constants]
     rows = []
     for name, kind, paper, default, paper_value in items:
-        back = headlines(_main(ws, mode.overrides(values, without=name), model_paths, taus))
+        back = headlines(_main(ws, mode.overrides(values, without=name), model_paths, taus, mode.calibration.replicas))
         for key, v in full.items():
             metric, base = key.split("/")
             rows.append(
@@ -87,7 +90,7 @@ def waterfall_table(ws, mode: PaperMode, values: dict[str, float], model_paths: 
         gone = set(names[:i])
         over = _kept(mode, values, gone)
         label = PAPER_MODE if i == 0 else DEFAULT if i == len(names) else f"- {names[i - 1]}"
-        for key, v in headlines(_main(ws, over, model_paths, taus)).items():
+        for key, v in headlines(_main(ws, over, model_paths, taus, mode.calibration.replicas)).items():
             metric, base = key.split("/")
             rows.append(dict(step=i, label=label, metric=metric, baseline=base, gain=v))
     return pd.DataFrame(rows)

@@ -74,6 +74,8 @@ class Constant:
 
     def from_unit(self, u: float) -> float:
         u = min(max(float(u), 0.0), 1.0)
+        if u in (0.0, 1.0):  # the range's ends exactly (exp(log(x)) may miss x by an ulp)
+            return self.low if u == 0.0 else self.high
         if self.scale == "log":
             return math.exp(math.log(self.low) + u * (math.log(self.high) - math.log(self.low)))
         return self.low + u * (self.high - self.low)
