@@ -397,6 +397,13 @@ def _paper(settings: dict, catalogues: list | None, paper: str, constants: str |
     return _workspace(settings, catalogues), mode, (read_constants(constants, mode) if constants else None)
 
 
+def _paper_overrides(settings: dict, catalogues: list | None, paper: str, constants: str):
+    """(default workspace with the paper mode and its fitted constants laid over it, those overrides)."""
+    ws, mode, values = _paper(settings, catalogues, paper, constants)
+    over = mode.overrides(values)
+    return over.workspace(ws), over
+
+
 def paper_calibration(
     models: list,
     catalogues: list,
@@ -447,9 +454,8 @@ def paper_experiment(
     """One experiment under the paper mode with its fitted constants."""
     from adsl.sim.experiment import run_experiment
 
-    ws, mode, values = _paper({"simulation": simulation, "seed": seed}, catalogues, paper, constants)
-    over = mode.overrides(values)
-    df = run_experiment(over.workspace(ws), experiment, models_by_pair(models), over.taus(_taus(tau)))
+    ws, over = _paper_overrides({"simulation": simulation, "seed": seed}, catalogues, paper, constants)
+    df = run_experiment(ws, experiment, models_by_pair(models), over.taus(_taus(tau)))
     with atomic_path(rows) as tmp:
         df.to_parquet(tmp, index=False)
 
@@ -468,9 +474,9 @@ def paper_table(
     """Registry table ``table`` under the paper mode, from the paper mode's experiments."""
     from adsl.figures.registry import registry
 
-    ws, mode, values = _paper(settings, catalogues, paper, constants)
+    ws, _ = _paper_overrides(settings, catalogues, paper, constants)
     spec = registry(extensions).tables[table]
-    write_csv(spec.function(mode.overrides(values).workspace(ws), **inputs, **options), csv)
+    write_csv(spec.function(ws, **inputs, **options), csv)
 
 
 def paper_figure(
@@ -489,16 +495,8 @@ def paper_figure(
     from adsl.figures import render
     from adsl.figures.registry import registry
 
-    ws, mode, values = _paper(settings, catalogues, paper, constants)
-    render(
-        name,
-        mode.overrides(values).workspace(ws),
-        pd.read_csv(source),
-        pdf=pdf,
-        png=png,
-        csv=csv,
-        reg=registry(extensions),
-    )
+    ws, _ = _paper_overrides(settings, catalogues, paper, constants)
+    render(name, ws, pd.read_csv(source), pdf=pdf, png=png, csv=csv, reg=registry(extensions))
 
 
 def paper_reproduction(

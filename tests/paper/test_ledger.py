@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from adsl.paper.ledger import BASELINES, _kept, default_value, headlines
+from adsl.paper.ledger import BASELINES, default_value, headlines
 from adsl.paper.mode import read_paper_mode
 from adsl.paper.reproduction import paper_path, reproduction_table
 from adsl.paper.training import read_training
@@ -39,9 +39,9 @@ def test_headlines_are_the_papers_average_gains_of_saddle_over_each_baseline():
 def test_with_every_item_switched_back_the_configuration_is_the_default(mode, ws):
     values = {c.name: c.from_unit(0.3) for c in mode.constants}
     names = {c.name for c in mode.choices} | {c.name for c in mode.constants}
-    back = _kept(mode, values, names)
+    back = mode.overrides(values, without=names)
     assert back.simulation == {} and back.hardware == {} and back.tau_scale == 1.0
-    full = _kept(mode, values, set())
+    full = mode.overrides(values, without=set())
     assert full == mode.overrides(values)
     assert default_value(ws, "hardware.pim_stacks.HBM3-PIM.call_fixed_s") == 1.5e-6
     assert default_value(ws, "tau.scale") == 1.0

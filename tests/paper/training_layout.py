@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from adsl.paper.training import FIG16_PARTS
+
 BATCHES = [16, 32, 64, 128]
 SYSTEMS = ["GPU-SD", "PIM-AD", "PIM-SD", "SADDLE"]
 
@@ -27,15 +29,7 @@ def training_values(seed: int = 0) -> dict:
             "_batches": BATCHES,
             **{
                 k: [float(x) for x in rng.uniform(30, 200, len(BATCHES)).round()]
-                for k in [
-                    "PIM-SD_total",
-                    "PIM-SD_verification",
-                    "PIM-SD_prediction",
-                    "SADDLE_total",
-                    "SADDLE_verification",
-                    "SADDLE_prediction",
-                    "SADDLE_overlap",
-                ]
+                for k in ["PIM-SD_total", *FIG16_PARTS]
             },
         },
     }

@@ -5,6 +5,8 @@ switched back one after another (with every item switched back the configuration
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pandas as pd
 
@@ -40,16 +42,13 @@ def default_value(ws, path: str):
     section, *keys = path.split(".")
     if section == "tau":
         return 1.0
-    if section == "hardware":
-        from adsl.workspace import Sources
-
-        node = (ws.sources or Sources.read(ws.catalogue_files[1])).hardware
-    else:
+    if section == "simulation":
         node = ws.settings.simulation.raw
+    else:  # the typed catalogue: its fields carry the schema's defaults
+        hw = ws.hardware
+        node = {"gpus": hw.gpus, "pim_stacks": hw.pims, "runtimes": hw.runtimes, "systems": hw.systems}
     for key in keys:
-        node = node.get(key) if isinstance(node, dict) else None
-    if node is None and section == "hardware" and keys[:1] == ["runtimes"]:
-        return 0.0 if keys[-1] != "attention_time_factor" else 1.0  # the runtime schema's defaults
+        node = node.get(key) if isinstance(node, Mapping) else getattr(node, key, None)
     return node
 
 
@@ -88,24 +87,12 @@ def waterfall_table(ws, mode: PaperMode, values: dict[str, float], model_paths: 
     rows = []
     for i in range(len(names) + 1):
         gone = set(names[:i])
-        over = _kept(mode, values, gone)
+        over = mode.overrides(values, without=gone)
         label = PAPER_MODE if i == 0 else DEFAULT if i == len(names) else f"- {names[i - 1]}"
         for key, v in headlines(_main(ws, over, model_paths, taus, mode.calibration.replicas)).items():
             metric, base = key.split("/")
             rows.append(dict(step=i, label=label, metric=metric, baseline=base, gain=v))
     return pd.DataFrame(rows)
-
-
-def _kept(mode: PaperMode, values: dict[str, float], gone: set[str]) -> Overrides:
-    """The paper mode's overrides without the items in ``gone``."""
-    out = Overrides({}, {})
-    for c in mode.choices:
-        if c.name not in gone:
-            out = out | Overrides(c.simulation, c.hardware)
-    for c in mode.constants:
-        if c.name not in gone:
-            out = out | c.overrides(values[c.name])
-    return out
 
 
 def waterfall_figure(ws, df: pd.DataFrame):

@@ -5,6 +5,7 @@ and how they are calibrated. ``overrides`` lays them over the default configurat
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,15 +127,16 @@ class PaperMode:
         names = self.calibration.constants
         return tuple(c for c in self.constants if not names or c.name in names)
 
-    def overrides(self, values: dict[str, float], without: str | None = None) -> Overrides:
-        """The overrides of the default configuration: every choice but ``without`` and every constant in
-        ``values`` but ``without`` (a constant left out keeps the default's value)."""
+    def overrides(self, values: dict[str, float], without: str | Collection[str] = ()) -> Overrides:
+        """The overrides of the default configuration: every choice and every constant in ``values`` but the
+        item or items named ``without`` (a constant left out keeps the default's value)."""
+        gone = {without} if isinstance(without, str) else set(without)
         out = Overrides({}, {})
         for choice in self.choices:
-            if choice.name != without:
+            if choice.name not in gone:
                 out = out | Overrides(choice.simulation, choice.hardware)
         for c in self.constants:
-            if c.name in values and c.name != without:
+            if c.name in values and c.name not in gone:
                 out = out | c.overrides(values[c.name])
         return out
 

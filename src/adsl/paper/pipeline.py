@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from adsl.fitting.modelfile import read_model
-from adsl.paper.mode import PaperMode
+from adsl.paper.mode import Overrides, PaperMode
 from adsl.sim.experiment import Point, run_point
 
 PAIR = "OPT-66B"
@@ -62,8 +62,6 @@ def decomposition(
 
 def pipeline_table(ws, mode: PaperMode, values: dict[str, float], model_paths: dict, taus: dict) -> pd.DataFrame:
     """The decomposition under the paper mode and under the default's settings (both on the pipeline)."""
-    from adsl.paper.mode import Overrides
-
     paper = decomposition(ws, mode.overrides(values), model_paths, taus).assign(settings="paper mode")
     default = decomposition(ws, Overrides({}, {}), model_paths, taus).assign(settings="default")
     return pd.concat([paper, default], ignore_index=True)

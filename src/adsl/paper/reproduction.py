@@ -26,7 +26,6 @@ TABLES = (
     "fig19",
     "paper_comparison",
 )
-EXPERIMENTS_DIR = "results/experiments/"
 PAPER_DIR = "results/paper/"
 
 
