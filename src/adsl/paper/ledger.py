@@ -97,27 +97,43 @@ def waterfall_table(ws, mode: PaperMode, values: dict[str, float], model_paths: 
 
 def waterfall_figure(ws, df: pd.DataFrame):
     """The waterfall from the paper mode to the default: SADDLE's average throughput gain over each baseline
-    (one panel each) after each item of the assumption ledger is switched back to the default, one after
-    another; the first bar is the paper mode, the last the default configuration."""
+    (one panel each) as the items of the assumption ledger are switched back to the default one after another,
+    read top to bottom; grey bars: the paper mode (top) and the default configuration (bottom); each step's bar
+    spans the gain's move (green up, red down), its tick the gain after the step (no bar: the step moves
+    nothing); dotted: no gain."""
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
     del ws
     tp = df[df.metric == "throughput"]
     labels = list(dict.fromkeys(tp.sort_values("step").label))
-    fig, axes = plt.subplots(1, len(BASELINES), figsize=(13, 0.32 * len(labels) + 1.5), sharey=True)
+    fig, axes = plt.subplots(1, len(BASELINES), figsize=(13, 0.32 * len(labels) + 2.0), sharey=True)
     for ax, base in zip(np.atleast_1d(axes), BASELINES, strict=True):
         g = tp[tp.baseline == base].sort_values("step")
         y = np.arange(len(g))
-        prev = np.r_[g.gain.iloc[0], g.gain.to_numpy()[:-1]]
+        gain = g.gain.to_numpy()
+        prev = np.r_[gain[0], gain[:-1]]
         ends = g.label.isin([PAPER_MODE, DEFAULT]).to_numpy()
-        left = np.where(ends, 0.0, np.minimum(prev, g.gain))
-        width = np.where(ends, g.gain, np.abs(g.gain.to_numpy() - prev))
-        colors = np.where(ends, "0.45", np.where(g.gain.to_numpy() >= prev, "tab:green", "tab:red"))
+        left = np.where(ends, 0.0, np.minimum(prev, gain))
+        width = np.where(ends, gain, np.abs(gain - prev))
+        colors = np.where(ends, "0.45", np.where(gain >= prev, "tab:green", "tab:red"))
         ax.barh(y, width, left=left, color=colors)
+        ax.plot(gain[~ends], y[~ends], "|", color="0.15", ms=9)
         ax.axvline(1.0, color="0.3", lw=0.8, ls=":")
         ax.set_title(f"over {base}")
-        ax.set_xlabel("SADDLE's average throughput gain")
         ax.set_yticks(y, labels)
-        ax.invert_yaxis()
+    np.atleast_1d(axes)[0].invert_yaxis()  # once: the panels share the y axis
+    fig.supxlabel("SADDLE's average throughput gain (x)")
+    fig.legend(
+        handles=[
+            Patch(color="0.45", label="paper mode / default"),
+            Patch(color="tab:green", label="switching the item back raises the gain"),
+            Patch(color="tab:red", label="switching the item back lowers the gain"),
+        ],
+        loc="lower center",
+        ncol=3,
+        bbox_to_anchor=(0.5, 1.0),
+        frameon=False,
+    )
     fig.tight_layout()
     return fig, df
